@@ -1,0 +1,1 @@
+"""Dataset rows (JSONL) and the small fixtures shipped with the package."""

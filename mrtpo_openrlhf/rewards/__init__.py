@@ -1,0 +1,1 @@
+"""Multi-reward functions: each returns K named rewards plus the verifier text block per reward."""

@@ -1,0 +1,161 @@
+"""The reward-vector contract between reward functions and the MRTPO experience maker.
+
+OpenRLHF 0.11.2 calls ``reward_func(queries, prompts, labels)`` with one-element lists and expects
+``{"rewards": Tensor(1,), "scores": Tensor(1,), "extra_logs": {...}}``. MRTPO needs more per response:
+K named rewards and, for each, the verifier text block the replay removes. They travel in
+``extra_logs`` under the keys below; the MRTPO experience maker pops them before upstream sees them
+(upstream rejects string values there).
+
+Keys (one response, K rewards, K may differ between prompts but not inside a prompt's group):
+
+- ``mrtpo_reward_names``: list[str], K stable names in a fixed order (e.g. ``format``, ``executable``,
+  ``execution``; for instruction following the constraint ids).
+- ``mrtpo_reward_values``: list[float], K values (binary 0/1 in the shipped tasks).
+- ``mrtpo_reward_blocks``: list[str], K verifier text blocks; ``""`` means the verifier used no text
+  for this response (the replay then gives that reward uniform placement).
+- ``mrtpo_reward_reasons``: list[str], K short reasons; ``""`` when the reward was earned.
+
+``rewards`` is the plain sum of the K values (what GRPO sees); ``scores`` is the task's primary reward.
+Numeric per-task logs (same keys for every response of a task) may be added as floats.
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+logger = logging.getLogger(__name__)
+
+NAMES_KEY = "mrtpo_reward_names"
+VALUES_KEY = "mrtpo_reward_values"
+BLOCKS_KEY = "mrtpo_reward_blocks"
+REASONS_KEY = "mrtpo_reward_reasons"
+MRTPO_KEYS = (NAMES_KEY, VALUES_KEY, BLOCKS_KEY, REASONS_KEY)
+
+
+@dataclass
+class RewardItem:
+    """One reward of one response: its value, the verifier block, and why it was lost (if it was)."""
+
+    name: str
+    value: float
+    block: str = ""
+    reason: str = ""
+
+
+@dataclass
+class RewardVector:
+    """All K rewards of one response, in the task's fixed order."""
+
+    items: list[RewardItem]
+    primary: str | None = None  # name of the reward reported as OpenRLHF's "score"
+    logs: dict[str, float] = field(default_factory=dict)  # extra numeric logs, same keys per task
+
+    @property
+    def names(self) -> list[str]:
+        return [it.name for it in self.items]
+
+    @property
+    def values(self) -> list[float]:
+        return [float(it.value) for it in self.items]
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.values))
+
+    def primary_value(self) -> float:
+        if self.primary is None:
+            return self.total
+        for it in self.items:
+            if it.name == self.primary:
+                return float(it.value)
+        return 0.0
+
+    def to_extra_logs(self) -> dict[str, Any]:
+        logs: dict[str, Any] = {k: float(v) for k, v in self.logs.items()}
+        logs[NAMES_KEY] = self.names
+        logs[VALUES_KEY] = self.values
+        logs[BLOCKS_KEY] = [it.block for it in self.items]
+        logs[REASONS_KEY] = [it.reason for it in self.items]
+        return logs
+
+
+def to_openrlhf(vec: RewardVector) -> dict[str, Any]:
+    """RewardVector -> the dict OpenRLHF's remote reward executor expects."""
+    import torch
+
+    return {
+        "rewards": torch.tensor([vec.total], dtype=torch.float32),
+        "scores": torch.tensor([vec.primary_value()], dtype=torch.float32),
+        "extra_logs": vec.to_extra_logs(),
+    }
+
+
+def parse_extra_logs(extra_logs: dict[str, Any]) -> RewardVector | None:
+    """Inverse of ``to_extra_logs`` (None when the MRTPO keys are absent)."""
+    if NAMES_KEY not in extra_logs:
+        return None
+    names = list(extra_logs[NAMES_KEY])
+    values = [float(v) for v in extra_logs[VALUES_KEY]]
+    blocks = list(extra_logs.get(BLOCKS_KEY, [""] * len(names)))
+    reasons = list(extra_logs.get(REASONS_KEY, [""] * len(names)))
+    if not (len(names) == len(values) == len(blocks) == len(reasons)):
+        raise ValueError(
+            f"MRTPO reward vector lengths disagree: names={len(names)} values={len(values)} "
+            f"blocks={len(blocks)} reasons={len(reasons)}"
+        )
+    return RewardVector([RewardItem(n, v, b, r) for n, v, b, r in zip(names, values, blocks, reasons)])
+
+
+def safe_reward_call(
+    score_one: Callable[[str, str, Any], RewardVector],
+    fallback_names: Callable[[Any], Sequence[str]],
+    query: str,
+    prompt: str,
+    label: Any,
+) -> RewardVector:
+    """Run a verifier and never raise: on any exception every reward is 0 with the reason logged.
+
+    ``fallback_names(label)`` gives the reward names to use when scoring failed, so K stays the
+    same inside a prompt's group even on failure.
+    """
+    try:
+        return score_one(query, prompt, label)
+    except Exception as exc:  # noqa: BLE001 - a reward function must never raise into OpenRLHF
+        reason = f"verifier error: {type(exc).__name__}: {exc}"
+        logger.warning("%s\n%s", reason, traceback.format_exc(limit=3))
+        try:
+            names = list(fallback_names(label))
+        except Exception:  # noqa: BLE001
+            names = ["reward"]
+        return RewardVector([RewardItem(n, 0.0, "", reason) for n in names])
+
+
+def make_reward_func(
+    score_one: Callable[[str, str, Any], RewardVector],
+    fallback_names: Callable[[Any], Sequence[str]],
+) -> Callable[..., dict[str, Any]]:
+    """Build an OpenRLHF ``reward_func(queries, prompts, labels)`` from a per-response scorer.
+
+    OpenRLHF passes one-element lists; longer lists are scored too, but then only the batch's
+    totals and scores are tensors of length B and the MRTPO keys hold lists of per-response lists.
+    """
+
+    def reward_func(queries, prompts, labels, **_: Any) -> dict[str, Any]:
+        vecs = [safe_reward_call(score_one, fallback_names, q, p, l) for q, p, l in zip(queries, prompts, labels)]
+        if len(vecs) == 1:
+            return to_openrlhf(vecs[0])
+        import torch
+
+        out_logs: dict[str, Any] = {}
+        per = [v.to_extra_logs() for v in vecs]
+        for key in per[0] if per else []:
+            out_logs[key] = [p[key] for p in per]
+        return {
+            "rewards": torch.tensor([v.total for v in vecs], dtype=torch.float32),
+            "scores": torch.tensor([v.primary_value() for v in vecs], dtype=torch.float32),
+            "extra_logs": out_logs,
+        }
+
+    return reward_func

@@ -1,0 +1,1 @@
+"""Plain verifiers (no OpenRLHF import): SQL execution, instruction constraints, tool calls."""
