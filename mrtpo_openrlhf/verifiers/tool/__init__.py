@@ -1,0 +1,32 @@
+"""Tool-calling verifier: response layout and parsing, BFCL AST matching, BFCL data loading.
+
+Plain modules with no OpenRLHF import; ``mrtpo_openrlhf.rewards.tool`` turns them into rewards.
+"""
+from mrtpo_openrlhf.verifiers.tool.layout import (
+    TOOL_FORMAT_BLOCK,
+    ParsedCalls,
+    ToolCall,
+    check_format,
+    parse_tool_calls,
+    render_calls,
+)
+from mrtpo_openrlhf.verifiers.tool.ast_match import (
+    check_bfcl,
+    irrelevance,
+    multiple,
+    normalize_string,
+    parallel,
+    parallel_multiple,
+    reference_calls,
+    relevance,
+    simple,
+)
+
+__all__ = [
+    "TOOL_FORMAT_BLOCK", "ParsedCalls", "ToolCall", "check_format", "parse_tool_calls", "render_calls",
+    "check_bfcl", "irrelevance", "multiple", "normalize_string", "parallel", "parallel_multiple",
+    "reference_calls", "relevance", "simple",
+]
+from mrtpo_openrlhf.verifiers.tool.bfcl_data import AST_CATEGORIES, BfclItem, load_bfcl  # noqa: E402
+
+__all__ += ["AST_CATEGORIES", "BfclItem", "load_bfcl"]
