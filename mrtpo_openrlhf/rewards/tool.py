@@ -1,0 +1,210 @@
+"""Tool-calling rewards: ``format`` (tags only) and ``correctness`` (BFCL AST match), in that order.
+
+Dataset row (JSONL, one per line), as written by ``python -m mrtpo_openrlhf.rewards.tool convert``::
+
+    {"prompt": "<plain-text prompt: function docs, the request, TOOL_FORMAT_BLOCK>",
+     "label": "<JSON string of {\"functions\": [...], \"ground_truth\": [...], \"category\": \"simple\", \"id\": ...}>"}
+
+- ``functions``: BFCL function docs (``name``, ``description``, ``parameters`` with ``properties``/``required``).
+- ``ground_truth``: BFCL possible-answer form, ``[{function_name: {param: [acceptable values]}}]``;
+  ``""`` in a list marks an optional parameter; ``[]`` for irrelevance.
+- ``category``: a BFCL category name (``simple_python``, ``multiple``, ``parallel``, ``parallel_multiple``,
+  ``irrelevance``, ``live_*``...); it selects the matching rule.
+
+The label is stored as a JSON string because HF ``datasets`` unifies nested dict schemas across rows
+(it would add ``None`` keys to function docs); ``score_tool`` accepts a dict or a JSON string.
+
+Verifier blocks (the text MRTPO's replay removes): ``format`` -> ``TOOL_FORMAT_BLOCK`` (also inside
+every prompt); ``correctness`` -> the reference call as the ``<tool_call>`` block the model should write.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, write_jsonl
+from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.verifiers.tool import (
+    AST_CATEGORIES,
+    TOOL_FORMAT_BLOCK,
+    check_bfcl,
+    check_format,
+    load_bfcl,
+    parse_tool_calls,
+    reference_calls,
+    render_calls,
+)
+
+TOOL_REWARD_NAMES = ("format", "correctness")
+PRIMARY_REWARD = "correctness"
+REFERENCE_HEADER = "The correct answer calls:"
+# End-of-turn markers a decoded rollout may still carry (OpenRLHF decodes with special tokens).
+_END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>")
+
+
+def extract_response(query: str, prompt: str) -> str:
+    """The model's response inside OpenRLHF's ``query`` (decoded prompt + response), end markers removed.
+
+    The prompt itself contains the format instructions (with the tags), so it must never be parsed.
+    """
+    query = query if isinstance(query, str) else ""
+    prompt = prompt if isinstance(prompt, str) else ""
+    if prompt and query.startswith(prompt):
+        response = query[len(prompt):]
+    elif prompt.strip() and prompt.strip() in query:
+        response = query.rsplit(prompt.strip(), 1)[1]
+    elif "<|im_start|>assistant" in query:
+        response = query.rsplit("<|im_start|>assistant", 1)[1]
+    else:
+        response = query
+    response = response.strip()
+    changed = True
+    while changed:  # markers can be stacked, e.g. "<|im_end|>\n<|endoftext|>"
+        changed = False
+        for marker in _END_MARKERS:
+            if response.endswith(marker):
+                response = response[: -len(marker)].rstrip()
+                changed = True
+    return response
+
+
+def parse_label(label: Any) -> dict:
+    """Validate a tool label (dict or JSON string); raise ValueError naming the problem."""
+    if isinstance(label, str):
+        try:
+            label = json.loads(label)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"label is not valid JSON: {exc.msg}") from None
+    if not isinstance(label, dict):
+        raise ValueError(f"label must be an object, got {type(label).__name__}")
+    functions = label.get("functions")
+    ground_truth = label.get("ground_truth", [])
+    category = label.get("category")
+    if not isinstance(functions, list) or not all(isinstance(f, dict) and "name" in f for f in functions):
+        raise ValueError("label.functions must be a list of function docs with a 'name'")
+    if not isinstance(category, str) or not category:
+        raise ValueError("label.category must be a BFCL category name")
+    if not isinstance(ground_truth, list) or not all(isinstance(g, dict) for g in ground_truth):
+        raise ValueError("label.ground_truth must be a list of {function_name: {param: [values]}}")
+    return {"functions": functions, "ground_truth": ground_truth, "category": category, "id": label.get("id")}
+
+
+def reference_block(label: dict) -> str:
+    """The correctness reward's verifier block: the call the model should have written."""
+    calls = reference_calls(label["ground_truth"], label["functions"])
+    return f"{REFERENCE_HEADER}\n{render_calls(calls)}"
+
+
+def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
+    """Score one rollout: [format, correctness], both 0/1. Never raises on a bad response or label."""
+    response = extract_response(query, prompt)
+    fmt_ok, fmt_why = check_format(response)
+    parsed = parse_tool_calls(response)
+    try:
+        parsed_label = parse_label(label)
+    except ValueError as exc:
+        correct, why, block = False, f"bad label: {exc}", ""
+    else:
+        block = reference_block(parsed_label)
+        correct, why = check_bfcl(parsed_label["category"], parsed_label["functions"], parsed.calls,
+                                  parsed_label["ground_truth"])
+        if not correct and not parsed.ok and "irrelevance" not in parsed_label["category"]:
+            why = parsed.reason
+    return RewardVector(
+        [
+            RewardItem("format", float(fmt_ok), TOOL_FORMAT_BLOCK, fmt_why),
+            RewardItem("correctness", float(correct), block, why),
+        ],
+        primary=PRIMARY_REWARD,
+        logs={"tool_parseable": float(parsed.ok)},
+    )
+
+
+reward_func = make_reward_func(score_tool, lambda _label: TOOL_REWARD_NAMES)
+
+
+# ----------------------------------------------------------------------------- converter
+def build_prompt(messages: list[dict], functions: list[dict]) -> str:
+    """Tokenizer-agnostic plain-text prompt: function docs, the request, then ``TOOL_FORMAT_BLOCK``."""
+    docs = "\n".join(json.dumps(f, ensure_ascii=False) for f in functions)  # one doc per line
+    turns = []
+    for msg in messages:
+        role, content = msg.get("role", "user"), msg.get("content", "")
+        turns.append(content if role == "user" and len(messages) == 1 else f"{role}: {content}")
+    request = "\n".join(turns)
+    return (
+        "You can call these functions (one JSON description per line):\n"
+        f"{docs}\n\n"
+        f"Request:\n{request}\n\n"
+        f"{TOOL_FORMAT_BLOCK}"
+    )
+
+
+def to_row(item_id: Any, category: str, messages: list[dict], functions: list[dict], ground_truth: list) -> dict:
+    label = {"id": item_id, "category": category, "functions": functions, "ground_truth": ground_truth}
+    return {"prompt": build_prompt(messages, functions), "label": json.dumps(label, ensure_ascii=False)}
+
+
+def _rows_from_bfcl(category: str) -> Iterable[dict]:
+    for item in load_bfcl(category):
+        yield to_row(item.id, category, item.messages, item.functions, item.ground_truth)
+
+
+def _rows_from_file(path: Path, default_category: str | None) -> Iterable[dict]:
+    """BFCL-style rows: ``id``, ``question`` ([[messages]] or [messages]), ``function``, ``ground_truth``,
+    and ``category`` (or ``--category``; else the id's prefix before the last ``_<n>``)."""
+    for row in iter_jsonl(path):
+        question = row.get("question")
+        if isinstance(question, list) and question and isinstance(question[0], list):
+            question = question[0]
+        if not isinstance(question, list) or not all(isinstance(m, dict) for m in question):
+            raise DatasetError(f"{path}: row {row.get('id')!r}: 'question' must be a list of chat messages")
+        category = row.get("category") or default_category or str(row.get("id", "")).rsplit("_", 1)[0]
+        if not category:
+            raise DatasetError(f"{path}: row {row.get('id')!r}: no category (add one or pass --category)")
+        functions = row.get("function") or row.get("functions") or []
+        yield to_row(row.get("id"), category, question, functions, row.get("ground_truth") or [])
+
+
+def convert(source: str, out: str | Path, limit: int | None = None, category: str | None = None) -> int:
+    """Write training rows from a BFCL category name or a BFCL-style JSONL file; returns the row count."""
+    if source in AST_CATEGORIES:
+        rows = _rows_from_bfcl(source)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise DatasetError(f"{source}: neither a file nor a BFCL category ({', '.join(AST_CATEGORIES)})")
+        rows = _rows_from_file(path, category)
+
+    def limited() -> Iterable[dict]:
+        for i, row in enumerate(rows):
+            if limit is not None and i >= limit:
+                return
+            yield row
+
+    return write_jsonl(out, limited())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.rewards.tool")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    conv = sub.add_parser("convert", help="BFCL data -> prompt/label JSONL rows")
+    conv.add_argument("--input", required=True, help="BFCL category name (e.g. simple_python) or a JSONL file")
+    conv.add_argument("--out", required=True)
+    conv.add_argument("--limit", type=int, default=None)
+    conv.add_argument("--category", default=None, help="category for file rows that have none")
+    args = parser.parse_args(argv)
+    try:
+        n = convert(args.input, args.out, args.limit, args.category)
+    except (DatasetError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {n} rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The HTTP reward server on an ephemeral loopback port: real requests, error statuses, no crash."""
+import http.client
+import json
+
+import pytest
+
+from mrtpo_openrlhf.rewards.server import start_in_thread
+from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func
+from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK
+
+FUNCS = [{"name": "add", "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}]
+LABEL = {"functions": FUNCS, "ground_truth": [{"add": {"a": [1]}}], "category": "simple_python"}
+PROMPT = "Add one.\n" + TOOL_FORMAT_BLOCK
+GOOD = '<think>t</think><tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>'
+BAD = '<think>t</think><tool_call>{"name": "add", "arguments": {"a": 2}}</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv, thread = start_in_thread("tool", port=0, max_request_bytes=4096)
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    thread.join(timeout=5)
+
+
+def request(server, method, path, body=None, headers=None):
+    host, port = server.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"null")
+    finally:
+        conn.close()
+
+
+def post_json(server, payload, path="/get_reward"):
+    return request(server, "POST", path, json.dumps(payload).encode(), {"Content-Type": "application/json"})
+
+
+def test_binds_loopback_and_health(server):
+    assert server.server_address[0] == "127.0.0.1"
+    assert request(server, "GET", "/health") == (200, {"status": "ok", "task": "tool"})
+
+
+def test_scores_a_batch_like_reward_func(server):
+    payload = {"query": [PROMPT + GOOD, PROMPT + BAD], "prompts": [PROMPT, PROMPT], "labels": [LABEL, None]}
+    status, out = post_json(server, payload)
+    assert status == 200
+    assert out["rewards"] == [2.0, 1.0] and out["scores"] == [1.0, 0.0]
+    assert out["extra_logs"]["mrtpo_reward_names"] == [["format", "correctness"]] * 2
+    assert out["extra_logs"]["mrtpo_reward_values"] == [[1.0, 1.0], [1.0, 0.0]]
+    assert out["extra_logs"]["mrtpo_reward_reasons"][1][1].startswith("bad label")
+    # same numbers as calling the reward function directly, one response at a time
+    direct = get_reward_func("tool")([PROMPT + GOOD], [PROMPT], [LABEL])
+    assert out["extra_logs"]["mrtpo_reward_blocks"][0] == direct["extra_logs"]["mrtpo_reward_blocks"]
+    status, out = post_json(server, {"query": [], "prompts": [], "labels": []}, path="/")
+    assert status == 200 and out["rewards"] == []
+
+
+@pytest.mark.parametrize("body, status", [
+    (b"{not json", 400),
+    (b"\xff\xfe", 400),
+    (json.dumps([1, 2]).encode(), 400),
+    (json.dumps({"query": ["a"], "prompts": []}).encode(), 400),
+    (json.dumps({"query": ["a"], "prompts": [], "labels": []}).encode(), 400),
+    (json.dumps({"query": [1], "prompts": ["p"], "labels": [None]}).encode(), 400),
+    (json.dumps({"query": "a", "prompts": "p", "labels": None}).encode(), 400),
+])
+def test_bad_bodies_get_400(server, body, status):
+    got, out = request(server, "POST", "/get_reward", body)
+    assert got == status and out["error"]
+
+
+def test_oversized_body_is_413_and_server_survives(server):
+    big = json.dumps({"query": ["x" * 5000], "prompts": [""], "labels": [None]}).encode()
+    status, out = request(server, "POST", "/get_reward", big)
+    assert status == 413 and "exceeds" in out["error"]
+    assert request(server, "GET", "/health")[0] == 200
+
+
+def test_unknown_paths_and_methods(server):
+    assert post_json(server, {}, path="/nope")[0] == 404
+    assert request(server, "GET", "/nope")[0] == 404
+    assert request(server, "GET", "/get_reward")[0] == 405
+
+
+def test_registry_is_lazy_and_rejects_unknown_tasks():
+    assert set(TASKS) == {"sql", "instruction", "tool"}
+    with pytest.raises(ValueError, match="unknown task"):
+        get_reward_func("chess")
