@@ -1,0 +1,100 @@
+"""JS relevance: chunked (mrtpo_openrlhf.core.js_relevance) vs a naive full-softmax computation.
+
+Each measurement runs in a fresh subprocess so peak RSS belongs to it alone. Peak extra memory is
+the process's peak RSS minus its RSS after the two input logit tensors were allocated.
+
+    python benchmarks/relevance.py                 # T in {512, 2048, 4096}, V = 151,936 (Qwen)
+    python benchmarks/relevance.py --T 512 --dtype float32
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+
+QWEN_VOCAB = 151_936
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def naive_js(a, b, temperature=1.0):
+    """Textbook JS distance over the whole (T, V) at once, fp32 (what the chunked path avoids)."""
+    import torch
+
+    p = torch.softmax(a.float() / temperature, -1)
+    q = torch.softmax(b.float() / temperature, -1)
+    m = 0.5 * (p + q)
+    kl_pm = (p * (p.clamp_min(1e-30).log() - m.clamp_min(1e-30).log())).sum(-1)
+    kl_qm = (q * (q.clamp_min(1e-30).log() - m.clamp_min(1e-30).log())).sum(-1)
+    return (0.5 * (kl_pm + kl_qm) / math.log(2)).clamp(0, 1).sqrt()
+
+
+def measure(kind: str, T: int, V: int, dtype: str, chunk: int, threads: int) -> dict:
+    import torch
+
+    from mrtpo_openrlhf.core import js_relevance
+
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(T, V, generator=g) * 2).to(getattr(torch, dtype))
+    b = (a.float() + torch.randn(T, V, generator=g)).to(a.dtype)
+    base = _rss_mib()
+    t0 = time.perf_counter()
+    out = naive_js(a, b) if kind == "naive" else js_relevance(a, b, chunk_size=chunk)
+    elapsed = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"kind": kind, "T": T, "seconds": elapsed, "peak_extra_mib": max(0.0, peak - base),
+            "checksum": float(out.double().sum())}
+
+
+def run_child(kind, T, V, dtype, chunk, threads):
+    cmd = [sys.executable, __file__, "--child", kind, "--T", str(T), "--V", str(V), "--dtype", dtype,
+           "--chunk", str(chunk), "--threads", str(threads)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        return {"kind": kind, "T": T, "error": (res.stderr.strip().splitlines() or ["killed"])[-1]}
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--T", type=int, nargs="+", default=[512, 2048, 4096])
+    ap.add_argument("--V", type=int, default=QWEN_VOCAB)
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--chunk", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--child", choices=["naive", "chunked"])
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child, args.T[0], args.V, args.dtype, args.chunk, args.threads)))
+        return
+    chunk_mib = args.chunk * args.V * 4 / 2**20
+    print(f"JS relevance, V={args.V}, inputs {args.dtype}, chunk={args.chunk} positions "
+          f"(one fp32 chunk of logits = {chunk_mib:.0f} MiB), {args.threads} threads")
+    print(f"{'T':>6} | {'naive s':>8} {'naive MiB':>10} | {'chunked s':>9} {'chunked MiB':>11} | "
+          f"{'time ratio':>10} {'mem ratio':>9} {'chunked MiB / chunk':>19} | agree")
+    for T in args.T:
+        naive = run_child("naive", T, args.V, args.dtype, args.chunk, args.threads)
+        chunked = run_child("chunked", T, args.V, args.dtype, args.chunk, args.threads)
+        if "error" in naive or "error" in chunked:
+            print(f"{T:>6} | naive: {naive.get('error', 'ok')} | chunked: {chunked.get('error', 'ok')}")
+            continue
+        agree = abs(naive["checksum"] - chunked["checksum"]) <= 1e-3 * max(1.0, abs(naive["checksum"]))
+        print(f"{T:>6} | {naive['seconds']:>8.2f} {naive['peak_extra_mib']:>10.0f} | {chunked['seconds']:>9.2f} "
+              f"{chunked['peak_extra_mib']:>11.0f} | {naive['seconds'] / chunked['seconds']:>10.2f} "
+              f"{naive['peak_extra_mib'] / max(chunked['peak_extra_mib'], 1):>9.1f} "
+              f"{chunked['peak_extra_mib'] / chunk_mib:>19.1f} | {'yes' if agree else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()

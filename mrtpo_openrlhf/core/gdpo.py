@@ -1,0 +1,98 @@
+"""Response-level advantages from a reward matrix: GDPO (per-reward group normalization) and GRPO.
+
+Estimators are registered by name (``ADVANTAGE_ESTIMATORS``) as pure functions
+``(rewards (B,K), group_size, eps, weights) -> (B,)``. Rows ``g*n .. g*n+n-1`` form one prompt's group.
+GDPO follows NVIDIA's reference: eps = 1e-4 in both steps, Bessel-corrected std.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+DEFAULT_EPS = 1e-4
+
+ADVANTAGE_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {}
+
+
+def register_estimator(name: str):
+    def deco(fn):
+        ADVANTAGE_ESTIMATORS[name] = fn
+        return fn
+
+    return deco
+
+
+def _grouped(x: torch.Tensor, group_size: int) -> torch.Tensor:
+    """(B, ...) -> (B/n, n, ...) with a clear error when B is not a multiple of n."""
+    if group_size < 2:
+        raise ValueError(f"group_size must be >= 2 to normalize inside a group, got {group_size}")
+    if x.shape[0] % group_size != 0:
+        raise ValueError(f"batch size {x.shape[0]} is not a multiple of group_size {group_size}")
+    return x.reshape(x.shape[0] // group_size, group_size, *x.shape[1:])
+
+
+def group_normalize(rewards: torch.Tensor, group_size: int, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """Per-reward group advantages A = (r - mean_g) / (std_g + eps).
+
+    Args:
+        rewards: (B, K) or (B,); groups are ``group_size`` consecutive rows.
+    Returns:
+        A with the input's shape (float64 for float64 input, else float32). A reward constant inside a group gives exactly 0 there
+        (not a rounding residue), so such (response, reward) pairs can be skipped by the replay.
+    """
+    r = _grouped(rewards if rewards.dtype == torch.float64 else rewards.float(), group_size)
+    mean = r.mean(dim=1, keepdim=True)
+    std = r.std(dim=1, keepdim=True, unbiased=True)
+    adv = (r - mean) / (std + eps)
+    constant = (r.amax(dim=1, keepdim=True) == r.amin(dim=1, keepdim=True)).expand_as(r)
+    adv = torch.where(constant, torch.zeros_like(adv), adv)
+    return adv.reshape(rewards.shape)
+
+
+def batch_standardize(values: torch.Tensor, eps: float = DEFAULT_EPS) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch mean and Bessel std of a (B,) vector, the GDPO batch step's statistics.
+
+    A batch of one has no spread: std is returned as 0 (then the step only centers).
+    """
+    v = values if values.dtype == torch.float64 else values.float()
+    mean = v.mean()
+    std = v.std(unbiased=True) if v.numel() > 1 else torch.zeros((), dtype=v.dtype)
+    return mean, std
+
+
+def weighted_sum(adv: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """S = sum_k weights_k * A[:, k]; adv (B,K), weights (K,) or (B,K) or None -> (B,)."""
+    if weights is None:
+        return adv.sum(dim=-1)
+    return (adv * weights.to(adv)).sum(dim=-1)
+
+
+@register_estimator("gdpo")
+def gdpo_advantages(
+    rewards: torch.Tensor, group_size: int, eps: float = DEFAULT_EPS, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """GDPO: group-normalize each reward, (weighted) sum over rewards, standardize over the batch.
+
+    Args:
+        rewards: (B, K). weights: optional (K,) or (B, K) per-reward weights (SAW-style).
+    Returns:
+        (B,) response advantages.
+    """
+    # float64 inside: S can cancel to ~eps, where float32 rounding would show in the result.
+    summed = weighted_sum(group_normalize(rewards.double(), group_size, eps), weights)
+    mean, std = batch_standardize(summed, eps)
+    return ((summed - mean) / (std + eps)).float()
+
+
+@register_estimator("grpo")
+def grpo_advantages(
+    rewards: torch.Tensor, group_size: int, eps: float = DEFAULT_EPS, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """GRPO baseline: sum the (weighted) rewards first, then group-normalize once.
+
+    Args:
+        rewards: (B, K) or (B,). Returns: (B,).
+    """
+    total = rewards.double() if rewards.dim() == 1 else weighted_sum(rewards.double(), weights)
+    return group_normalize(total, group_size, eps).float()

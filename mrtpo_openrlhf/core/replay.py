@@ -1,0 +1,266 @@
+"""Replay: teacher-force each sampled response after the ``full`` and ``minus_k`` contexts.
+
+For response i, ``full`` = prompt with every verifier block inserted, ``minus_k`` = the same without
+block k (``joint``: without any block). The response token ids are reused as sampled, never
+re-tokenized. Only response positions get logits (``logits_to_keep``), and the JS distance is taken
+in position chunks, so memory stays at a few contexts' response logits.
+
+Contexts are streamed in micro-batches in the order full_i, minus_{i,k1}, minus_{i,k2}, ..., so the
+``full`` logits of one response are kept only until its last pair is done.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from .relevance import DEFAULT_CHUNK_SIZE, js_relevance
+
+JOINT = -1  # reward index of the joint ablation's single "all blocks removed" context
+
+
+@dataclass
+class ReplayRequest:
+    """One response to replay.
+
+    prompt_ids: the rollout prompt's token ids (chat template applied).
+    block_ids: K token-id lists, one verifier block per reward ([] = no block: q is 0 for it).
+    response_ids: the sampled response token ids.
+    insert_at: where the blocks go in the prompt (default: its end).
+    rewards: the reward indices k to replay (pairs whose advantage is non-zero).
+    """
+
+    prompt_ids: Sequence[int]
+    block_ids: Sequence[Sequence[int]]
+    response_ids: Sequence[int]
+    insert_at: int | None = None
+    rewards: Sequence[int] = field(default_factory=list)
+
+
+def context_ids(prompt_ids: Sequence[int], blocks: Sequence[Sequence[int]], insert_at: int | None) -> list[int]:
+    """prompt[:insert_at] + blocks (in order) + prompt[insert_at:]."""
+    cut = len(prompt_ids) if insert_at is None else insert_at
+    if not 0 <= cut <= len(prompt_ids):
+        raise ValueError(f"insert_at={insert_at} outside a prompt of {len(prompt_ids)} tokens")
+    out = list(prompt_ids[:cut])
+    for block in blocks:
+        out.extend(block)
+    out.extend(prompt_ids[cut:])
+    return out
+
+
+def build_contexts(req: ReplayRequest, k: int | None) -> list[int]:
+    """The context for reward k: None = ``full``, JOINT = no blocks, else ``minus_k``."""
+    if k is None:
+        kept = req.block_ids
+    elif k == JOINT:
+        kept = []
+    else:
+        kept = [b for j, b in enumerate(req.block_ids) if j != k]
+    return context_ids(req.prompt_ids, kept, req.insert_at)
+
+
+def tokenize_blocks(tokenizer: Any, blocks: Sequence[str], separator: str = "\n\n") -> list[list[int]]:
+    """Text blocks -> token ids, each prefixed by ``separator``; an empty block stays empty."""
+    return [tokenizer(separator + b, add_special_tokens=False)["input_ids"] if b else [] for b in blocks]
+
+
+_INSERT_SUFFIX_CACHE: dict[int, list[int]] = {}
+
+
+def chat_suffix_ids(tokenizer: Any) -> list[int]:
+    """Token ids the chat template puts after the last user message (end-of-turn + assistant header)."""
+    key = id(tokenizer)
+    if key not in _INSERT_SUFFIX_CACHE:
+        sentinel = "\u2063MRTPO_SENTINEL\u2063"
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": sentinel}], tokenize=False, add_generation_prompt=True
+        )
+        suffix = text.split(sentinel, 1)[1] if sentinel in text else ""
+        _INSERT_SUFFIX_CACHE[key] = tokenizer(suffix, add_special_tokens=False)["input_ids"] if suffix else []
+    return _INSERT_SUFFIX_CACHE[key]
+
+
+def find_insert_position(prompt_ids: Sequence[int], tokenizer: Any | None = None, suffix_ids: Sequence[int] | None = None) -> int:
+    """Insert blocks at the end of the last user message: before the chat suffix when the prompt ends
+    with it, else at the end of the prompt."""
+    if suffix_ids is None:
+        suffix_ids = chat_suffix_ids(tokenizer) if tokenizer is not None and getattr(tokenizer, "chat_template", None) else []
+    n = len(suffix_ids)
+    if n and len(prompt_ids) >= n and list(prompt_ids[-n:]) == list(suffix_ids):
+        return len(prompt_ids) - n
+    return len(prompt_ids)
+
+
+def pairs_to_replay(adv: torch.Tensor) -> torch.Tensor:
+    """(B, K) advantages -> (B, K) bool: a pair needs a replay iff its advantage is non-zero."""
+    return adv != 0
+
+
+@dataclass
+class _Job:
+    request: int
+    reward: int | None  # None = full
+    ids: list[int]
+    n_response: int
+
+
+def _jobs(requests: Sequence[ReplayRequest], joint: bool) -> Iterator[_Job]:
+    for i, req in enumerate(requests):
+        n = len(req.response_ids)
+        if n == 0 or len(req.rewards) == 0:
+            continue
+        resp = list(req.response_ids[:-1])  # the last token is predicted, never input
+        full = build_contexts(req, None)
+        # A reward whose block is empty has minus_k == full: q is exactly 0, no forward needed.
+        minus = [(k, build_contexts(req, k)) for k in ([JOINT] if joint else req.rewards)]
+        minus = [(k, ctx) for k, ctx in minus if ctx != full]
+        if not minus:
+            continue
+        yield _Job(i, None, full + resp, n)
+        for k, ctx in minus:
+            yield _Job(i, k, ctx + resp, n)
+
+
+def count_forwards(requests: Sequence[ReplayRequest], micro_batch_size: int, joint: bool = False) -> int:
+    """Number of model forwards ``replay_relevance`` runs (for agreeing on a fixed count across ranks)."""
+    n_jobs = sum(1 for _ in _jobs(requests, joint))
+    return -(-n_jobs // micro_batch_size)
+
+
+def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        if s:
+            ids[r, width - len(s):] = torch.tensor(s, dtype=torch.long)
+            attn[r, width - len(s):] = 1
+    # Positions count real tokens only, so a left-padded row sees the same positions as unpadded.
+    pos = (attn.cumsum(dim=1) - 1).clamp_min(0)
+    return ids.to(device), attn.to(device), pos.to(device)
+
+
+def _response_logits(model: Any, seqs: list[list[int]], keep: int, pad_id: int, device) -> torch.Tensor:
+    ids, attn, pos = _left_pad(seqs, pad_id, device)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=keep, use_cache=False)
+    logits = out.logits if hasattr(out, "logits") else out[0]
+    return logits[:, -keep:]
+
+
+def _model_device(model: Any) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError):
+        return torch.device("cpu")
+
+
+@torch.no_grad()
+def replay_relevance(
+    model: Any,
+    requests: Sequence[ReplayRequest],
+    num_rewards: int | None = None,
+    temperature: float = 1.0,
+    micro_batch_size: int = 4,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    pad_token_id: int = 0,
+    min_forwards: int = 0,
+    joint: bool = False,
+    device: torch.device | str | None = None,
+    progress: bool = False,
+) -> tuple[torch.Tensor, int]:
+    """Relevance q of every requested (response, reward) pair.
+
+    Args:
+        model: a causal LM accepting ``input_ids, attention_mask, position_ids, logits_to_keep``
+            (any HF model; a DeepSpeed engine wrapping one).
+        requests: B ReplayRequests; ``rewards`` lists the pairs to replay for each.
+        num_rewards: K of the output (default: the largest number of blocks).
+        temperature: the rollout's sampling temperature.
+        micro_batch_size: contexts per forward.
+        min_forwards: run dummy forwards until at least this many ran. With ZeRO-3 every rank must run
+            the same number of forwards: pass the max of ``count_forwards`` over ranks.
+        joint: the joint ablation: one context without any block, the same profile for every reward.
+    Returns:
+        q: (B, K, T) float32 on CPU, T = longest response; q[i, k, t] is the JS distance at response
+        token t, 0 for pairs not replayed and beyond each response's end. With ``joint`` the profile
+        is written to every requested k.
+        forwards: the number of forwards run.
+    """
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+    K = num_rewards if num_rewards is not None else max((len(r.block_ids) for r in requests), default=0)
+    T = max((len(r.response_ids) for r in requests), default=0)
+    q = torch.zeros((len(requests), K, T), dtype=torch.float32)
+    device = torch.device(device) if device is not None else _model_device(model)
+
+    jobs = list(_jobs(requests, joint))
+    remaining = {}
+    for job in jobs:
+        if job.reward is not None:
+            remaining[job.request] = remaining.get(job.request, 0) + 1
+    full_logits: dict[int, torch.Tensor] = {}
+    batches = [jobs[s:s + micro_batch_size] for s in range(0, len(jobs), micro_batch_size)]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max(len(batches), min_forwards), desc="replay", unit="fwd")
+    forwards = 0
+    for batch in batches:
+        keep = max(job.n_response for job in batch)
+        logits = _response_logits(model, [job.ids for job in batch], keep, pad_token_id, device)
+        forwards += 1
+        for row, job in enumerate(batch):
+            row_logits = logits[row, keep - job.n_response:]
+            if job.reward is None:
+                full_logits[job.request] = row_logits
+                continue
+            dist = js_relevance(full_logits[job.request], row_logits, temperature=temperature, chunk_size=chunk_size)
+            targets = requests[job.request].rewards if job.reward == JOINT else [job.reward]
+            for k in targets:
+                q[job.request, k, : job.n_response] = dist.float().cpu()
+            remaining[job.request] -= 1
+            if remaining[job.request] == 0:
+                del full_logits[job.request]
+        del logits
+        if bar is not None:
+            bar.update(1)
+    while forwards < min_forwards:  # keep collective parameter gathers in step across ranks
+        _response_logits(model, [[pad_token_id, pad_token_id]], 1, pad_token_id, device)
+        forwards += 1
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return q, forwards
+
+
+def localization(q: torch.Tensor, mask: torch.Tensor, top_frac: float = 0.2) -> torch.Tensor:
+    """Share of each row's total distance held by its top ``top_frac`` tokens.
+
+    q: (..., T), mask: (..., T) -> (...,) in [0, 1]; rows with no distance give NaN.
+    """
+    qv = q.float() * mask.float()
+    n_valid = mask.sum(dim=-1)
+    k = (n_valid.float() * top_frac).ceil().long().clamp_min(1)
+    srt = qv.sort(dim=-1, descending=True).values
+    ranks = torch.arange(q.shape[-1], device=q.device)
+    top = (srt * (ranks < k.unsqueeze(-1))).sum(dim=-1)
+    total = qv.sum(dim=-1)
+    return torch.where(total > 0, top / total.clamp_min(1e-30), torch.full_like(total, float("nan")))
+
+
+def tokens_for_mass(q: torch.Tensor, mask: torch.Tensor, mass: float = 0.8) -> torch.Tensor:
+    """Fraction of valid tokens needed to hold ``mass`` of each row's distance (paper: 80%).
+
+    q: (..., T), mask: (..., T) -> (...,); rows with no distance give NaN.
+    """
+    qv = q.float() * mask.float()
+    total = qv.sum(dim=-1, keepdim=True)
+    cum = qv.sort(dim=-1, descending=True).values.cumsum(dim=-1)
+    needed = (cum < mass * total).sum(dim=-1) + 1
+    n_valid = mask.sum(dim=-1).float()
+    frac = needed.float() / n_valid.clamp_min(1)
+    return torch.where(total.squeeze(-1) > 0, frac.clamp(max=1.0), torch.full_like(frac, float("nan")))

@@ -1,0 +1,170 @@
+"""From relevance to token advantages: credit weights, the cap, the ablation modes, the beta schedule.
+
+Each reward k of response i keeps its GDPO advantage A[i,k]; only its placement over tokens moves:
+    w[i,k,t] = (1 - beta) + beta * q[i,k,t] / mean_t q[i,k,:]     (mean over valid tokens)
+    a[i,t]   = sum_k w[i,k,t] * A[i,k]
+Because mean_t w = 1, sum_t w * A_k = T * A_k: each reward's total credit equals GDPO's.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from .gdpo import DEFAULT_EPS, batch_standardize, weighted_sum
+
+PlacementMode = Literal["mrtpo", "uniform", "shuffle", "joint"]
+PLACEMENT_MODES = ("mrtpo", "uniform", "shuffle", "joint")
+
+
+def beta_schedule(step: int, beta_max: float = 0.5, warmup_steps: int = 10) -> float:
+    """Linear warm-up of beta: 0 at step 0, beta_max from step ``warmup_steps`` on.
+
+    ``step`` counts completed training steps (0 for the first update).
+    """
+    if warmup_steps <= 0:
+        return float(beta_max)
+    return float(beta_max) * min(1.0, max(0, step) / warmup_steps)
+
+
+def credit_weights(q: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
+    """w = (1-beta) + beta * q / mean(q) over each row's valid tokens.
+
+    Args:
+        q: (..., T) relevance >= 0. mask: (..., T) valid-token mask (bool or 0/1), broadcastable to q.
+        beta: in [0, 1].
+    Returns:
+        (..., T) float32: mean 1 and min 1-beta over valid tokens; 1 everywhere valid when q is all
+        zero there (nothing to localize); 0 on masked positions.
+    """
+    if not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta must be in [0, 1], got {beta}")
+    valid = torch.broadcast_to(mask.bool(), q.shape)
+    qv = torch.where(valid, q.float().clamp_min(0.0), torch.zeros((), dtype=torch.float32, device=q.device))
+    count = valid.sum(dim=-1, keepdim=True)
+    mean_q = qv.sum(dim=-1, keepdim=True) / count.clamp_min(1)
+    has_signal = mean_q > 0
+    ratio = torch.where(has_signal, qv / torch.where(has_signal, mean_q, torch.ones_like(mean_q)), torch.ones_like(qv))
+    w = (1.0 - beta) + beta * ratio
+    return torch.where(valid, w, torch.zeros_like(w))
+
+
+def _shuffle_within_rows(w: torch.Tensor, mask: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Permute each response's valid positions with one permutation shared by its K rewards.
+
+    w: (B, K, T), mask: (B, T). Masked positions stay in place (they are 0).
+    """
+    out = w.clone()
+    for i in range(w.shape[0]):
+        idx = mask[i].nonzero(as_tuple=True)[0]
+        if idx.numel() > 1:
+            perm = idx[torch.randperm(idx.numel(), generator=generator, device="cpu").to(idx.device)]
+            out[i, :, idx] = w[i, :, perm]
+    return out
+
+
+def apply_cap(excess: torch.Tensor, adv: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """Total reallocated advantage per token, with the cap on what a token *receives*.
+
+    Args:
+        excess: (B, K, T) w - 1 per reward (0 on masked tokens). adv: (B, K).
+    Returns:
+        (B, T) sum_k (w_k - 1) * A_k, where the received part (tokens with w_k > 1) is clipped per token to
+            |sum_k (w_k - 1)^+ A_k| <= cap * max_k |(w_k - 1)^+ A_k|.
+    Rule: a token may receive at most ``cap`` times the largest single reward's reallocation to it.
+    The credit tokens give up (w_k < 1) is never touched. With cap >= 1 a single reward never binds,
+    nor do rewards that favour different tokens or cancel; it binds only where several rewards pile
+    same-sign extra advantage onto the same token. cap=None disables it.
+    """
+    a = adv.unsqueeze(-1)
+    received = excess.clamp_min(0.0) * a
+    given = excess.clamp_max(0.0) * a
+    total = received.sum(dim=1)
+    if cap is not None:
+        if cap < 1.0:
+            raise ValueError(f"cap must be >= 1 (a single reward's own credit is never clipped), got {cap}")
+        bound = cap * received.abs().amax(dim=1)
+        total = torch.maximum(torch.minimum(total, bound), -bound)
+    return total + given.sum(dim=1)
+
+
+def token_advantages(
+    adv: torch.Tensor,
+    q: torch.Tensor,
+    mask: torch.Tensor,
+    beta: float,
+    cap: float | None = None,
+    mode: PlacementMode = "mrtpo",
+    reward_weights: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Place each reward's advantage on its relevant tokens: a[i,t] = sum_k w[i,k,t] * A[i,k].
+
+    Args:
+        adv: (B, K) per-reward group advantages A (``group_normalize``); 0 for padded rewards.
+        q: (B, K, T) relevance per reward (``mode="joint"``: (B, 1, T) or (B, T), one shared profile).
+        mask: (B, T) valid response tokens.
+        beta: placement strength in [0, 1]; 0 gives GDPO's uniform placement exactly.
+        cap: limit on what one token receives from several rewards (``apply_cap``); None disables it.
+        mode: "mrtpo" (per-reward weights), "uniform" (GDPO placement, q ignored), "shuffle" (each
+            response's weights permuted over its tokens: same values, wrong places), "joint" (one profile
+            for all rewards).
+        reward_weights: optional (K,) or (B, K) response-level reward weights (e.g. SAW) applied to A.
+        generator: RNG for "shuffle".
+    Returns:
+        (B, T) float32, 0 on masked positions. Each row's token mean equals sum_k A[i,k] (times
+        reward weights) unless the cap binds.
+    """
+    if mode not in PLACEMENT_MODES:
+        raise ValueError(f"unknown placement mode {mode!r}; choose from {PLACEMENT_MODES}")
+    a = adv.float() if reward_weights is None else adv.float() * reward_weights.to(adv.device).float()
+    valid = mask.bool()
+    uniform = a.sum(dim=-1, keepdim=True) * valid  # (B, T)
+    if mode == "uniform" or beta == 0.0:
+        return uniform.float()
+    if mode == "joint":
+        profile = q if q.dim() == 2 else q[:, 0]
+        w = credit_weights(profile, valid, beta).unsqueeze(1).expand(-1, a.shape[1], -1)
+    else:
+        if q.shape[:2] != a.shape:
+            raise ValueError(f"q has shape {tuple(q.shape)}, expected (B, K, T) with (B, K) = {tuple(a.shape)}")
+        w = credit_weights(q, valid.unsqueeze(1), beta)
+        if mode == "shuffle":
+            w = _shuffle_within_rows(w, valid, generator)
+    excess = (w - 1.0) * valid.unsqueeze(1)  # (B, K, T)
+    return (uniform + apply_cap(excess, a, cap)) * valid
+
+
+def rescale_token_advantages(
+    token_adv: torch.Tensor,
+    response_adv_sum: torch.Tensor,
+    mask: torch.Tensor,
+    eps: float = DEFAULT_EPS,
+) -> torch.Tensor:
+    """GDPO's batch step applied to token advantages: (a - mean_B S) / (std_B S + eps).
+
+    Args:
+        token_adv: (B, T) from ``token_advantages``. response_adv_sum: (B,) S = sum_k A[i,k] (weighted).
+        mask: (B, T).
+    Returns:
+        (B, T); each row's token mean equals GDPO's standardized response advantage, so beta = 0
+        reproduces GDPO exactly.
+    """
+    mean, std = batch_standardize(response_adv_sum, eps)
+    return (token_adv - mean) / (std + eps) * mask.to(token_adv.dtype)
+
+
+def mrtpo_advantages(
+    adv: torch.Tensor,
+    q: torch.Tensor,
+    mask: torch.Tensor,
+    beta: float,
+    cap: float | None = None,
+    mode: PlacementMode = "mrtpo",
+    reward_weights: torch.Tensor | None = None,
+    eps: float = DEFAULT_EPS,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The final (B, T) advantages the clipped surrogate consumes: placement, then the batch step."""
+    tok = token_advantages(adv, q, mask, beta, cap, mode, reward_weights, generator)
+    return rescale_token_advantages(tok, weighted_sum(adv.float(), reward_weights), mask, eps)

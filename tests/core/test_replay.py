@@ -1,0 +1,126 @@
+"""Replay on a tiny random Llama: batched + left-padded + logits_to_keep == naive per-sample."""
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from mrtpo_openrlhf.core import (
+    JOINT,
+    ReplayRequest,
+    build_contexts,
+    count_forwards,
+    find_insert_position,
+    js_relevance,
+    localization,
+    replay_relevance,
+    tokens_for_mass,
+)
+
+VOCAB = 97
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    m = LlamaForCausalLM(cfg).eval()
+    m.config._attn_implementation = "sdpa"
+    return m
+
+
+def rand_ids(g, n):
+    return torch.randint(3, VOCAB, (n,), generator=g).tolist()
+
+
+def make_requests(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    reqs = []
+    for i, (plen, rlen, k) in enumerate([(9, 6, 3), (4, 11, 3), (13, 1, 3), (7, 8, 3), (5, 0, 3)]):
+        blocks = [rand_ids(g, n) for n in (3, 0, 5)][:k]  # block 1 empty
+        reqs.append(ReplayRequest(rand_ids(g, plen), blocks, rand_ids(g, rlen), insert_at=plen - 2,
+                                  rewards=[0, 1, 2] if i != 3 else [2]))
+    return reqs
+
+
+@torch.no_grad()
+def naive_q(model, req, k, temperature):
+    """Unpadded, full-logits, one sample at a time."""
+    def resp_logits(ctx):
+        ids = torch.tensor([ctx + list(req.response_ids)])
+        logits = model(input_ids=ids).logits[0]
+        return logits[len(ctx) - 1: len(ctx) - 1 + len(req.response_ids)]
+    full = resp_logits(build_contexts(req, None))
+    minus = resp_logits(build_contexts(req, k))
+    return js_relevance(full, minus, temperature=temperature)
+
+
+@pytest.mark.parametrize("mbs", [1, 3, 16])
+def test_batched_equals_naive(model, mbs):
+    reqs = make_requests()
+    q, forwards = replay_relevance(model, reqs, temperature=0.8, micro_batch_size=mbs, chunk_size=3)
+    assert q.shape == (5, 3, 11)
+    assert forwards == count_forwards(reqs, mbs)
+    for i, req in enumerate(reqs):
+        n = len(req.response_ids)
+        for k in range(3):
+            if k in req.rewards and n:
+                ref = naive_q(model, req, k, 0.8)
+                assert torch.allclose(q[i, k, :n], ref, atol=2e-5), (i, k)
+            else:
+                assert (q[i, k] == 0).all()
+        assert (q[i, :, n:] == 0).all()
+    # an empty block leaves full == minus_k: exactly zero relevance
+    assert (q[:, 1] == 0).all()
+    assert (q[0, 0, :6] > 0).any() and (q[0, 2, :6] > 0).any()
+
+
+def test_removing_a_block_matters_only_for_that_block(model):
+    g = torch.Generator().manual_seed(5)
+    prompt, resp = rand_ids(g, 6), rand_ids(g, 7)
+    blocks = [rand_ids(g, 4), rand_ids(g, 4)]
+    same = ReplayRequest(prompt, [blocks[0], []], resp, rewards=[0, 1])
+    q, _ = replay_relevance(model, [same])
+    assert (q[0, 1] == 0).all() and (q[0, 0] > 0).all()
+
+
+def test_joint_profile_written_to_each_reward(model):
+    reqs = make_requests(1)[:2]
+    q, forwards = replay_relevance(model, reqs, joint=True, micro_batch_size=2)
+    assert forwards == count_forwards(reqs, 2, joint=True) == 2
+    assert torch.equal(q[0, 0], q[0, 2]) and (q[0, 0, :6] > 0).any()
+    req = reqs[0]
+    ref = naive_q(model, req, JOINT, 1.0)
+    assert torch.allclose(q[0, 0, :6], ref, atol=2e-5)
+
+
+def test_fixed_forward_count_pads_with_dummies(model):
+    calls = []
+    handle = model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        _, forwards = replay_relevance(model, make_requests()[:1], micro_batch_size=8, min_forwards=4)
+        assert forwards == 4 and len(calls) == 4
+        calls.clear()
+        _, forwards = replay_relevance(model, [], min_forwards=3)
+        assert forwards == 3 and len(calls) == 3
+    finally:
+        handle.remove()
+
+
+def test_insert_position_before_chat_suffix():
+    suffix = [50, 51, 52]
+    assert find_insert_position([1, 2, 3, 50, 51, 52], suffix_ids=suffix) == 3
+    assert find_insert_position([1, 2, 3], suffix_ids=suffix) == 3
+    with pytest.raises(ValueError):
+        build_contexts(ReplayRequest([1, 2], [[3]], [4], insert_at=5), None)
+
+
+def test_localization_statistics():
+    mask = torch.ones(1, 10, dtype=torch.bool)
+    q = torch.zeros(1, 10)
+    q[0, 0] = 1.0
+    assert localization(q, mask).item() == pytest.approx(1.0)
+    assert tokens_for_mass(q, mask).item() == pytest.approx(0.1)
+    flat = torch.ones(1, 10)
+    assert localization(flat, mask).item() == pytest.approx(0.2)
+    assert tokens_for_mass(flat, mask).item() == pytest.approx(0.8)
+    assert torch.isnan(localization(torch.zeros(1, 10), mask)).all()
