@@ -6,9 +6,10 @@ Request (POST ``/get_reward`` or ``/``; what ``openrlhf/utils/agent.py`` sends):
 
     {"query": [str, ...], "prompts": [str, ...], "labels": [any, ...]}
 
-Response (200): ``{"rewards": [float]*B, "scores": [float]*B, "extra_logs": {...}}`` where each
-extra_logs key holds one entry per response: MRTPO's list-valued keys (names, values, blocks,
-reasons) hold B lists. This is exactly ``reward_func``'s output with tensors turned into lists.
+Response (200): ``{"rewards": [float]*B, "scores": [float]*B, "extra_logs": {...}}``: exactly the
+task's ``reward_func`` output with tensors turned into lists. OpenRLHF sends one response per
+request (B=1): then extra_logs holds that response's MRTPO keys as in-process; for B>1 every
+extra_logs key holds a list of B per-response values.
 Errors: 400 malformed JSON or fields, 404 unknown path, 405 wrong method, 411 no length,
 413 body over ``--max-request-bytes``. ``GET /health`` answers ``{"status": "ok", "task": ...}``.
 Verifier failures never reach HTTP: ``reward_func`` turns them into zero rewards with a reason.
@@ -60,18 +61,19 @@ def validate_request(payload: Any) -> tuple[list, list, list]:
 
 
 def score_batch(reward_func: Callable[..., dict], queries: list, prompts: list, labels: list) -> dict:
-    """Score each response on its own (the contract's one-element call) and stack the results."""
-    rewards, scores, logs = [], [], {}
-    for i, (q, p, l) in enumerate(zip(queries, prompts, labels)):
-        out = to_jsonable(reward_func([q], [p], [l]))
-        rewards.append(float(out["rewards"][0]))
-        scores.append(float(out.get("scores", out["rewards"])[0]))
-        for key, value in (out.get("extra_logs") or {}).items():
-            logs.setdefault(key, [None] * i).append(value)
-        for key in logs:  # keep every key aligned with the responses, even if one response lacked it
-            if len(logs[key]) < i + 1:
-                logs[key].append(None)
-    return {"rewards": rewards, "scores": scores, "extra_logs": logs}
+    """Run the task's ``reward_func`` on the whole request and make its output JSON-ready.
+
+    The answer is exactly the in-process contract (``make_reward_func``): for one response the
+    extra_logs values are that response's values; for B != 1 each key holds a list of B entries.
+    """
+    out = to_jsonable(reward_func(queries, prompts, labels))
+    rewards = out.get("rewards")
+    if not isinstance(rewards, list) or len(rewards) != len(queries):
+        raise ValueError(f"reward_func returned {len(rewards) if isinstance(rewards, list) else rewards!r} "
+                         f"rewards for {len(queries)} responses")
+    out.setdefault("scores", rewards)
+    out.setdefault("extra_logs", {})
+    return out
 
 
 class RewardHandler(BaseHTTPRequestHandler):

@@ -52,8 +52,12 @@ def test_scores_a_batch_like_reward_func(server):
     assert out["extra_logs"]["mrtpo_reward_names"] == [["format", "correctness"]] * 2
     assert out["extra_logs"]["mrtpo_reward_values"] == [[1.0, 1.0], [1.0, 0.0]]
     assert out["extra_logs"]["mrtpo_reward_reasons"][1][1].startswith("bad label")
-    # same numbers as calling the reward function directly, one response at a time
+    # one response per request (what OpenRLHF sends): the same flat contract as in-process
+    status, single = post_json(server, {"query": [PROMPT + GOOD], "prompts": [PROMPT], "labels": [LABEL]})
     direct = get_reward_func("tool")([PROMPT + GOOD], [PROMPT], [LABEL])
+    assert status == 200 and single["rewards"] == [2.0] and single["scores"] == [1.0]
+    assert single["extra_logs"]["mrtpo_reward_values"] == [1.0, 1.0]
+    assert single["extra_logs"]["mrtpo_reward_blocks"] == direct["extra_logs"]["mrtpo_reward_blocks"]
     assert out["extra_logs"]["mrtpo_reward_blocks"][0] == direct["extra_logs"]["mrtpo_reward_blocks"]
     status, out = post_json(server, {"query": [], "prompts": [], "labels": []}, path="/")
     assert status == 200 and out["rewards"] == []
