@@ -103,3 +103,12 @@ def test_reward_funcs_file_loads_like_openrlhf():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert float(module.reward_func([PROMPT + GOOD], [PROMPT], [LABEL])["scores"][0]) == 1.0
+
+
+def test_rewards_benchmark_scores_the_tool_fixture():
+    spec = importlib.util.spec_from_file_location("bench_rewards", REPO / "benchmarks" / "rewards.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.bench_family("tool", seconds=0.05)
+    assert result["rows"] == 20 and result["per_s"] > 0
+    assert result["mean_total_reward"] == 1.5  # reference responses earn 2, the wrong call earns format only
