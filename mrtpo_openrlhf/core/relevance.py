@@ -5,25 +5,42 @@ This equals ``scipy.spatial.distance.jensenshannon(p, m, base=2)``.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 DEFAULT_CHUNK_SIZE = 256
 
 
+def _log_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """fp32 log-softmax of logits / temperature, never modifying the caller's tensor."""
+    x = logits.to(torch.float32, copy=True)
+    if temperature != 1.0:
+        x.div_(temperature)
+    return torch.log_softmax(x, dim=-1)
+
+
 def _jsd_nats(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
-    """JSD in nats over the last dim from two log-distributions (N, V) -> (N,).
+    """JSD in nats over the last dim, (N, V) x 2 -> (N,). Consumes (overwrites) both inputs.
 
     Written through d = log p - log q so that identical inputs give exactly 0:
-    log p - log m = ln2 - softplus(-d) and log q - log m = ln2 - softplus(d).
+        log p - log m = ln2 - softplus(-d),  log q - log m = ln2 - softplus(d).
+    In-place steps keep at most four (N, V) fp32 buffers alive.
     """
     ln2 = F.softplus(torch.zeros((), dtype=logp.dtype, device=logp.device))
     d = logp - logq
-    p, q = logp.exp(), logq.exp()
-    # 0 * log(0/..) = 0: guard positions where a distribution has no mass (also -inf - -inf = nan).
-    term_p = torch.where(p > 0, p * (ln2 - F.softplus(-d)), torch.zeros_like(p))
-    term_q = torch.where(q > 0, q * (ln2 - F.softplus(d)), torch.zeros_like(q))
-    return (0.5 * (term_p + term_q).sum(dim=-1)).clamp_min(0.0)
+    p, q = logp.exp_(), logq.exp_()
+    d.neg_()
+    term = F.softplus(d).neg_().add_(ln2).mul_(p)
+    del p
+    # 0 * (-inf) where a distribution has no mass (a -inf logit) is a 0 contribution, not NaN.
+    jsd = torch.nan_to_num_(term, nan=0.0).sum(dim=-1)
+    d.neg_()
+    term = F.softplus(d).neg_().add_(ln2).mul_(q)
+    del d, q
+    jsd += torch.nan_to_num_(term, nan=0.0).sum(dim=-1)
+    return (0.5 * jsd).clamp_min(0.0)
 
 
 def js_relevance(
@@ -59,11 +76,9 @@ def js_relevance(
             stop = min(start + chunk_size, flat_full.shape[0])
             if flat_mask is not None and not bool(flat_mask[start:stop].any()):
                 continue
-            logp = torch.log_softmax(flat_full[start:stop].float() / temperature, dim=-1)
-            logq = torch.log_softmax(flat_minus[start:stop].float() / temperature, dim=-1)
-            jsd = _jsd_nats(logp, logq)
-            out[start:stop] = (jsd / torch.log(torch.tensor(2.0))).clamp(0.0, 1.0).sqrt()
-            del logp, logq, jsd
+            jsd = _jsd_nats(_log_probs(flat_full[start:stop], temperature),
+                            _log_probs(flat_minus[start:stop], temperature))
+            out[start:stop] = (jsd / math.log(2.0)).clamp(0.0, 1.0).sqrt()
     if flat_mask is not None:
         out = out * flat_mask
     return out.reshape(lead)
