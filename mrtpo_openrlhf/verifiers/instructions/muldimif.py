@@ -159,9 +159,9 @@ def _content_rule(rule: str) -> Callable[[str], bool] | None:
     terms = _quoted_terms(rule)
     if not terms:
         return None
-    if re.search(r"\b(end|conclude|finish)(s|es)? with\b", low):
+    if re.search(r"\b(end|conclude|finish)\w*\b.{0,40}?\bwith\b", low):
         return lambda r: r.strip().lower().endswith(terms[-1].lower())
-    if re.search(r"\b(start|begin)s? with\b", low):
+    if re.search(r"\b(start|begin)\w*\b.{0,40}?\bwith\b", low):
         return lambda r: r.strip().lower().startswith(terms[0].lower())
     if re.search(r"\b(not|never|avoid|without|forbidden|exclude)\b", low):
         return lambda r: not any(t.lower() in r.lower() for t in terms)
