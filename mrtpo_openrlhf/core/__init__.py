@@ -12,20 +12,23 @@ from .gdpo import (
     group_normalize,
     grpo_advantages,
     register_estimator,
+    saw_weights,
     weighted_sum,
 )
 from .relevance import DEFAULT_CHUNK_SIZE, js_relevance
 from .replay import (
     JOINT,
     ReplayRequest,
-    build_contexts,
-    chat_suffix_ids,
+    chat_suffix_text,
     context_ids,
+    context_texts,
     count_forwards,
     find_insert_position,
     localization,
     pairs_to_replay,
     replay_relevance,
+    request_from_ids,
+    request_from_text,
     tokenize_blocks,
     tokens_for_mass,
 )

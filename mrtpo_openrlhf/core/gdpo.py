@@ -96,3 +96,28 @@ def grpo_advantages(
     """
     total = rewards.double() if rewards.dim() == 1 else weighted_sum(rewards.double(), weights)
     return group_normalize(total, group_size, eps).float()
+
+
+def saw_weights(rewards: torch.Tensor, reward_mask: torch.Tensor | None = None, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """SAW-style response-level reward weights from each reward's coefficient of variation.
+
+    Our reading of SAW (arXiv 2606.07705): a reward whose batch values vary more relative to their
+    mean carries more signal, so w_k is proportional to CV_k = std_B(r_k) / (|mean_B(r_k)| + eps),
+    normalized to mean 1 over the rewards present. Check against the authors' code before
+    reporting SAW numbers.
+
+    Args:
+        rewards: (B, K); reward_mask: optional (B, K) marking rewards that exist for a row.
+    Returns:
+        (K,) float32 weights with mean 1 over rewards that have any spread (others get 0).
+    """
+    r = rewards.double()
+    m = torch.ones_like(r) if reward_mask is None else reward_mask.double()
+    count = m.sum(dim=0).clamp_min(1)
+    mean = (r * m).sum(dim=0) / count
+    var = (((r - mean) * m) ** 2).sum(dim=0) / (count - 1).clamp_min(1)
+    cv = var.sqrt() / (mean.abs() + eps)
+    live = cv > 0
+    if not bool(live.any()):
+        return torch.ones(r.shape[1], dtype=torch.float32)
+    return (cv * live.sum() / cv[live].sum()).float()

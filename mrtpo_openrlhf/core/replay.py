@@ -1,7 +1,7 @@
 """Replay: teacher-force each sampled response after the ``full`` and ``minus_k`` contexts.
 
-For response i, ``full`` = prompt with every verifier block inserted, ``minus_k`` = the same without
-block k (``joint``: without any block). The response token ids are reused as sampled, never
+For response i, ``full`` = prompt with every verifier block, ``minus_k`` = the same without block k
+(the joint ablation: without any block). The response token ids are reused as sampled, never
 re-tokenized. Only response positions get logits (``logits_to_keep``), and the JS distance is taken
 in position chunks, so memory stays at a few contexts' response logits.
 
@@ -17,25 +17,30 @@ import torch
 
 from .relevance import DEFAULT_CHUNK_SIZE, js_relevance
 
-JOINT = -1  # reward index of the joint ablation's single "all blocks removed" context
+JOINT = -1  # key of the joint ablation's single "all blocks removed" context
 
 
 @dataclass
 class ReplayRequest:
-    """One response to replay.
+    """One response to replay: its ``full`` context and the ``minus`` contexts of the pairs to replay.
 
-    prompt_ids: the rollout prompt's token ids (chat template applied).
-    block_ids: K token-id lists, one verifier block per reward ([] = no block: q is 0 for it).
-    response_ids: the sampled response token ids.
-    insert_at: where the blocks go in the prompt (default: its end).
-    rewards: the reward indices k to replay (pairs whose advantage is non-zero).
+    full_context: token ids of the prompt with every verifier block.
+    response_ids: the sampled response token ids (reused as sampled, never re-tokenized).
+    minus_contexts: reward index k -> token ids of ``full`` without block k; only the pairs to replay.
+        Key ``JOINT``: one context without any block (the joint ablation); its profile is written to
+        every index in ``joint_rewards``.
     """
 
-    prompt_ids: Sequence[int]
-    block_ids: Sequence[Sequence[int]]
+    full_context: Sequence[int]
     response_ids: Sequence[int]
-    insert_at: int | None = None
-    rewards: Sequence[int] = field(default_factory=list)
+    minus_contexts: dict[int, Sequence[int]] = field(default_factory=dict)
+    joint_rewards: Sequence[int] = ()
+
+    @property
+    def rewards(self) -> list[int]:
+        """The reward indices this request fills in."""
+        keys = [k for k in self.minus_contexts if k != JOINT]
+        return sorted(set(keys) | (set(self.joint_rewards) if JOINT in self.minus_contexts else set()))
 
 
 def context_ids(prompt_ids: Sequence[int], blocks: Sequence[Sequence[int]], insert_at: int | None) -> list[int]:
@@ -50,15 +55,71 @@ def context_ids(prompt_ids: Sequence[int], blocks: Sequence[Sequence[int]], inse
     return out
 
 
-def build_contexts(req: ReplayRequest, k: int | None) -> list[int]:
-    """The context for reward k: None = ``full``, JOINT = no blocks, else ``minus_k``."""
-    if k is None:
-        kept = req.block_ids
-    elif k == JOINT:
-        kept = []
-    else:
-        kept = [b for j, b in enumerate(req.block_ids) if j != k]
-    return context_ids(req.prompt_ids, kept, req.insert_at)
+def request_from_ids(
+    prompt_ids: Sequence[int],
+    block_ids: Sequence[Sequence[int]],
+    response_ids: Sequence[int],
+    rewards: Sequence[int],
+    insert_at: int | None = None,
+    joint: bool = False,
+) -> ReplayRequest:
+    """Pre-tokenized blocks, none of them in the prompt: ``full`` inserts all blocks at ``insert_at``,
+    ``minus_k`` all but block k. A reward with an empty block is left out (its q is 0)."""
+    full = context_ids(prompt_ids, block_ids, insert_at)
+    if joint:
+        live = [k for k in rewards if block_ids[k]]
+        minus = {JOINT: list(prompt_ids)} if live else {}
+        return ReplayRequest(full, list(response_ids), minus, live)
+    minus = {k: context_ids(prompt_ids, [b for j, b in enumerate(block_ids) if j != k], insert_at)
+             for k in rewards if block_ids[k]}
+    return ReplayRequest(full, list(response_ids), minus)
+
+
+def context_texts(
+    prompt: str, blocks: Sequence[str], separator: str = "\n\n", suffix: str = ""
+) -> tuple[str, list[str], str]:
+    """Text contexts: (full, [minus_k for each k], none).
+
+    A block already in the prompt (e.g. an instruction's constraint, the format description) stays
+    where it is in ``full`` and is cut out of ``minus_k``. A block not in the prompt (e.g. the SQLite
+    error, the reference query) is added, after ``separator``, at the end of the last user message:
+    before ``suffix`` (the chat template's end-of-turn + assistant header) when the prompt ends with it.
+    An empty block gives minus_k == full. ``none`` drops every block (the joint ablation).
+    """
+    head, tail = (prompt[: len(prompt) - len(suffix)], suffix) if suffix and prompt.endswith(suffix) else (prompt, "")
+    inline = [bool(b) and b in head for b in blocks]
+
+    def render(drop: set[int]) -> str:
+        body = head
+        for k in drop:
+            if inline[k]:
+                body = body.replace(blocks[k], "", 1)
+        extra = "".join(separator + b for j, b in enumerate(blocks) if b and not inline[j] and j not in drop)
+        return body + extra + tail
+
+    return render(set()), [render({k}) for k in range(len(blocks))], render(set(range(len(blocks))))
+
+
+def request_from_text(
+    tokenizer: Any,
+    prompt: str,
+    blocks: Sequence[str],
+    response_ids: Sequence[int],
+    rewards: Sequence[int],
+    separator: str = "\n\n",
+    joint: bool = False,
+) -> ReplayRequest:
+    """Text prompt and blocks plus a tokenizer (see ``context_texts``); the response ids stay as sampled.
+
+    Contexts are tokenized without adding special tokens: the prompt text already carries the chat
+    template's own.
+    """
+    full, minus, none = context_texts(prompt, blocks, separator, chat_suffix_text(tokenizer))
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    live = [k for k in rewards if minus[k] != full]
+    if joint:
+        return ReplayRequest(encode(full), list(response_ids), {JOINT: encode(none)} if live else {}, live)
+    return ReplayRequest(encode(full), list(response_ids), {k: encode(minus[k]) for k in live})
 
 
 def tokenize_blocks(tokenizer: Any, blocks: Sequence[str], separator: str = "\n\n") -> list[list[int]]:
@@ -66,27 +127,29 @@ def tokenize_blocks(tokenizer: Any, blocks: Sequence[str], separator: str = "\n\
     return [tokenizer(separator + b, add_special_tokens=False)["input_ids"] if b else [] for b in blocks]
 
 
-_INSERT_SUFFIX_CACHE: dict[int, list[int]] = {}
+_SUFFIX_CACHE: dict[int, str] = {}
 
 
-def chat_suffix_ids(tokenizer: Any) -> list[int]:
-    """Token ids the chat template puts after the last user message (end-of-turn + assistant header)."""
+def chat_suffix_text(tokenizer: Any) -> str:
+    """What the chat template puts after the last user message (end-of-turn + assistant header)."""
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return ""
     key = id(tokenizer)
-    if key not in _INSERT_SUFFIX_CACHE:
+    if key not in _SUFFIX_CACHE:
         sentinel = "\u2063MRTPO_SENTINEL\u2063"
         text = tokenizer.apply_chat_template(
             [{"role": "user", "content": sentinel}], tokenize=False, add_generation_prompt=True
         )
-        suffix = text.split(sentinel, 1)[1] if sentinel in text else ""
-        _INSERT_SUFFIX_CACHE[key] = tokenizer(suffix, add_special_tokens=False)["input_ids"] if suffix else []
-    return _INSERT_SUFFIX_CACHE[key]
+        _SUFFIX_CACHE[key] = text.split(sentinel, 1)[1] if sentinel in text else ""
+    return _SUFFIX_CACHE[key]
 
 
 def find_insert_position(prompt_ids: Sequence[int], tokenizer: Any | None = None, suffix_ids: Sequence[int] | None = None) -> int:
-    """Insert blocks at the end of the last user message: before the chat suffix when the prompt ends
-    with it, else at the end of the prompt."""
+    """Token position at the end of the last user message: before the chat suffix when the prompt
+    ends with it, else the end of the prompt."""
     if suffix_ids is None:
-        suffix_ids = chat_suffix_ids(tokenizer) if tokenizer is not None and getattr(tokenizer, "chat_template", None) else []
+        text = chat_suffix_text(tokenizer)
+        suffix_ids = tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
     n = len(suffix_ids)
     if n and len(prompt_ids) >= n and list(prompt_ids[-n:]) == list(suffix_ids):
         return len(prompt_ids) - n
@@ -106,26 +169,23 @@ class _Job:
     n_response: int
 
 
-def _jobs(requests: Sequence[ReplayRequest], joint: bool) -> Iterator[_Job]:
+def _jobs(requests: Sequence[ReplayRequest]) -> Iterator[_Job]:
     for i, req in enumerate(requests):
         n = len(req.response_ids)
-        if n == 0 or len(req.rewards) == 0:
+        full = list(req.full_context)
+        # A context equal to full has q exactly 0: no forward needed.
+        minus = [(k, list(ctx)) for k, ctx in req.minus_contexts.items() if list(ctx) != full]
+        if n == 0 or not minus:
             continue
         resp = list(req.response_ids[:-1])  # the last token is predicted, never input
-        full = build_contexts(req, None)
-        # A reward whose block is empty has minus_k == full: q is exactly 0, no forward needed.
-        minus = [(k, build_contexts(req, k)) for k in ([JOINT] if joint else req.rewards)]
-        minus = [(k, ctx) for k, ctx in minus if ctx != full]
-        if not minus:
-            continue
         yield _Job(i, None, full + resp, n)
         for k, ctx in minus:
             yield _Job(i, k, ctx + resp, n)
 
 
-def count_forwards(requests: Sequence[ReplayRequest], micro_batch_size: int, joint: bool = False) -> int:
+def count_forwards(requests: Sequence[ReplayRequest], micro_batch_size: int) -> int:
     """Number of model forwards ``replay_relevance`` runs (for agreeing on a fixed count across ranks)."""
-    n_jobs = sum(1 for _ in _jobs(requests, joint))
+    n_jobs = sum(1 for _ in _jobs(requests))
     return -(-n_jobs // micro_batch_size)
 
 
@@ -166,7 +226,6 @@ def replay_relevance(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     pad_token_id: int = 0,
     min_forwards: int = 0,
-    joint: bool = False,
     device: torch.device | str | None = None,
     progress: bool = False,
 ) -> tuple[torch.Tensor, int]:
@@ -175,27 +234,26 @@ def replay_relevance(
     Args:
         model: a causal LM accepting ``input_ids, attention_mask, position_ids, logits_to_keep``
             (any HF model; a DeepSpeed engine wrapping one).
-        requests: B ReplayRequests; ``rewards`` lists the pairs to replay for each.
-        num_rewards: K of the output (default: the largest number of blocks).
+        requests: B ReplayRequests (``request_from_text`` / ``request_from_ids`` build them).
+        num_rewards: K of the output (default: 1 + the largest reward index requested).
         temperature: the rollout's sampling temperature.
         micro_batch_size: contexts per forward.
         min_forwards: run dummy forwards until at least this many ran. With ZeRO-3 every rank must run
             the same number of forwards: pass the max of ``count_forwards`` over ranks.
-        joint: the joint ablation: one context without any block, the same profile for every reward.
     Returns:
         q: (B, K, T) float32 on CPU, T = longest response; q[i, k, t] is the JS distance at response
-        token t, 0 for pairs not replayed and beyond each response's end. With ``joint`` the profile
-        is written to every requested k.
+        token t, 0 for pairs not replayed and beyond each response's end. A JOINT context's profile
+        is written to every index in its request's ``joint_rewards``.
         forwards: the number of forwards run.
     """
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
-    K = num_rewards if num_rewards is not None else max((len(r.block_ids) for r in requests), default=0)
+    K = num_rewards if num_rewards is not None else 1 + max((k for r in requests for k in r.rewards), default=-1)
     T = max((len(r.response_ids) for r in requests), default=0)
     q = torch.zeros((len(requests), K, T), dtype=torch.float32)
     device = torch.device(device) if device is not None else _model_device(model)
 
-    jobs = list(_jobs(requests, joint))
+    jobs = list(_jobs(requests))
     remaining = {}
     for job in jobs:
         if job.reward is not None:
@@ -218,7 +276,7 @@ def replay_relevance(
                 full_logits[job.request] = row_logits
                 continue
             dist = js_relevance(full_logits[job.request], row_logits, temperature=temperature, chunk_size=chunk_size)
-            targets = requests[job.request].rewards if job.reward == JOINT else [job.reward]
+            targets = requests[job.request].joint_rewards if job.reward == JOINT else [job.reward]
             for k in targets:
                 q[job.request, k, : job.n_response] = dist.float().cpu()
             remaining[job.request] -= 1

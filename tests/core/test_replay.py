@@ -6,12 +6,15 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from mrtpo_openrlhf.core import (
     JOINT,
     ReplayRequest,
-    build_contexts,
+    context_ids,
+    context_texts,
     count_forwards,
     find_insert_position,
     js_relevance,
     localization,
     replay_relevance,
+    request_from_ids,
+    request_from_text,
     tokens_for_mass,
 )
 
@@ -37,8 +40,8 @@ def make_requests(seed=0):
     reqs = []
     for i, (plen, rlen, k) in enumerate([(9, 6, 3), (4, 11, 3), (13, 1, 3), (7, 8, 3), (5, 0, 3)]):
         blocks = [rand_ids(g, n) for n in (3, 0, 5)][:k]  # block 1 empty
-        reqs.append(ReplayRequest(rand_ids(g, plen), blocks, rand_ids(g, rlen), insert_at=plen - 2,
-                                  rewards=[0, 1, 2] if i != 3 else [2]))
+        reqs.append(request_from_ids(rand_ids(g, plen), blocks, rand_ids(g, rlen),
+                                     rewards=[0, 1, 2] if i != 3 else [2], insert_at=plen - 2))
     return reqs
 
 
@@ -49,8 +52,8 @@ def naive_q(model, req, k, temperature):
         ids = torch.tensor([ctx + list(req.response_ids)])
         logits = model(input_ids=ids).logits[0]
         return logits[len(ctx) - 1: len(ctx) - 1 + len(req.response_ids)]
-    full = resp_logits(build_contexts(req, None))
-    minus = resp_logits(build_contexts(req, k))
+    full = resp_logits(list(req.full_context))
+    minus = resp_logits(list(req.minus_contexts[k]))
     return js_relevance(full, minus, temperature=temperature)
 
 
@@ -63,7 +66,7 @@ def test_batched_equals_naive(model, mbs):
     for i, req in enumerate(reqs):
         n = len(req.response_ids)
         for k in range(3):
-            if k in req.rewards and n:
+            if k in req.minus_contexts and n:
                 ref = naive_q(model, req, k, 0.8)
                 assert torch.allclose(q[i, k, :n], ref, atol=2e-5), (i, k)
             else:
@@ -78,26 +81,33 @@ def test_removing_a_block_matters_only_for_that_block(model):
     g = torch.Generator().manual_seed(5)
     prompt, resp = rand_ids(g, 6), rand_ids(g, 7)
     blocks = [rand_ids(g, 4), rand_ids(g, 4)]
-    same = ReplayRequest(prompt, [blocks[0], []], resp, rewards=[0, 1])
-    q, _ = replay_relevance(model, [same])
+    same = request_from_ids(prompt, [blocks[0], []], resp, rewards=[0, 1])
+    assert 1 not in same.minus_contexts  # an empty block needs no replay
+    q, _ = replay_relevance(model, [same], num_rewards=2)
+    # a minus context that equals full is skipped and gives exactly 0
+    forced = ReplayRequest(same.full_context, resp, {0: same.minus_contexts[0], 1: same.full_context})
+    q2, forwards = replay_relevance(model, [forced])
+    assert forwards == 1 and torch.equal(q2, q)
     assert (q[0, 1] == 0).all() and (q[0, 0] > 0).all()
 
 
 def test_joint_profile_written_to_each_reward(model):
-    reqs = make_requests(1)[:2]
-    q, forwards = replay_relevance(model, reqs, joint=True, micro_batch_size=2)
-    assert forwards == count_forwards(reqs, 2, joint=True) == 2
-    assert torch.equal(q[0, 0], q[0, 2]) and (q[0, 0, :6] > 0).any()
-    req = reqs[0]
-    ref = naive_q(model, req, JOINT, 1.0)
-    assert torch.allclose(q[0, 0, :6], ref, atol=2e-5)
+    g = torch.Generator().manual_seed(1)
+    reqs = [request_from_ids(rand_ids(g, 6), [rand_ids(g, 3), [], rand_ids(g, 4)], rand_ids(g, 5),
+                             rewards=[0, 1, 2], joint=True) for _ in range(2)]
+    assert reqs[0].joint_rewards == [0, 2] and list(reqs[0].minus_contexts) == [JOINT]
+    q, forwards = replay_relevance(model, reqs, micro_batch_size=2, num_rewards=3)
+    assert forwards == count_forwards(reqs, 2) == 2
+    assert torch.equal(q[0, 0], q[0, 2]) and (q[0, 0] > 0).any() and (q[0, 1] == 0).all()
+    ref = naive_q(model, reqs[0], JOINT, 1.0)
+    assert torch.allclose(q[0, 0], ref, atol=2e-5)
 
 
 def test_fixed_forward_count_pads_with_dummies(model):
     calls = []
     handle = model.register_forward_hook(lambda *a: calls.append(1))
     try:
-        _, forwards = replay_relevance(model, make_requests()[:1], micro_batch_size=8, min_forwards=4)
+        _, forwards = replay_relevance(model, make_requests()[:1], micro_batch_size=8, min_forwards=4, num_rewards=3)
         assert forwards == 4 and len(calls) == 4
         calls.clear()
         _, forwards = replay_relevance(model, [], min_forwards=3)
@@ -111,7 +121,31 @@ def test_insert_position_before_chat_suffix():
     assert find_insert_position([1, 2, 3, 50, 51, 52], suffix_ids=suffix) == 3
     assert find_insert_position([1, 2, 3], suffix_ids=suffix) == 3
     with pytest.raises(ValueError):
-        build_contexts(ReplayRequest([1, 2], [[3]], [4], insert_at=5), None)
+        context_ids([1, 2], [[3]], insert_at=5)
+
+
+def test_text_contexts_cut_inline_blocks_and_add_the_others():
+    prompt = "<u>Write a poem. Use no commas. End with 'Bye'.</u><a>"
+    blocks = ["Use no commas.", "Reference: SELECT 1", ""]
+    full, minus, none = context_texts(prompt, blocks, separator="\n", suffix="</u><a>")
+    assert full == "<u>Write a poem. Use no commas. End with 'Bye'.\nReference: SELECT 1</u><a>"
+    assert minus[0] == "<u>Write a poem.  End with 'Bye'.\nReference: SELECT 1</u><a>"
+    assert minus[1] == prompt and minus[2] == full
+    assert none == "<u>Write a poem.  End with 'Bye'.</u><a>"
+
+
+def test_request_from_text_keeps_response_ids(model):
+    class Tok:
+        chat_template = None
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [3 + ord(c) % 90 for c in text]}
+
+    response = [5, 6, 7, 8]
+    req = request_from_text(Tok(), "Say hi. No commas.", ["No commas.", "", "gold: hi"], response, [0, 1, 2])
+    assert req.response_ids == response and sorted(req.minus_contexts) == [0, 2]
+    q, _ = replay_relevance(model, [req], num_rewards=3)
+    assert (q[0, 1] == 0).all() and (q[0, 0] > 0).any() and (q[0, 2] > 0).any()
 
 
 def test_localization_statistics():

@@ -1,0 +1,48 @@
+"""Actor side: the replay runs on the policy's own DeepSpeed engine (ZeRO-3 safe)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import ray
+import torch
+from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
+
+from ..core import ReplayRequest, replay_relevance
+
+
+class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
+    """Upstream's policy actor plus ``replay_relevance`` (dispatched like ``forward``)."""
+
+    def replay_relevance(
+        self,
+        requests: Sequence[ReplayRequest],
+        min_forwards: int,
+        num_rewards: int,
+        temperature: float,
+        micro_batch_size: int,
+        chunk_size: int,
+    ) -> torch.Tensor:
+        """q (len(requests), num_rewards, T) for this rank's share of the replay.
+
+        ``min_forwards`` is the same on every rank, so ZeRO-3's collective parameter gathers line up.
+        """
+        self.actor.eval()
+        try:
+            q, _ = replay_relevance(
+                self.actor.model,
+                requests,
+                num_rewards=num_rewards,
+                temperature=temperature,
+                micro_batch_size=micro_batch_size,
+                chunk_size=chunk_size,
+                pad_token_id=self.tokenizer.pad_token_id or 0,
+                min_forwards=min_forwards,
+                progress=self.strategy.is_rank_0(),
+            )
+        finally:
+            self.actor.train()
+        return q
+
+
+# Ray forbids subclassing a decorated actor; decorate our subclass with upstream's resources.
+MRTPOPolicyModelActor = ray.remote(num_gpus=1)(MRTPOPolicyModelActorBase)

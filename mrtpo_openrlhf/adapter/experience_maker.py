@@ -1,0 +1,307 @@
+"""The experience maker: per-reward GDPO advantages, replay on the actor group, token advantages.
+
+Replaces upstream's ``compute_advantages_and_returns`` for ``--algo.advantage.estimator gdpo|mrtpo``
+(other estimators run upstream's code unchanged). Per step:
+
+1. length penalties (upstream's ``apply_length_penalties``) act on the scalar reward; their change
+   becomes one extra reward column ``length_penalty`` with no verifier block (uniform placement);
+2. the (N, K) reward matrix is group-normalized per reward (``core.group_normalize``);
+3. ``mrtpo``: every (response, reward) pair with a non-zero advantage and a non-empty block is
+   replayed on the actor group, the same number of forwards on every rank;
+4. ``core.token_advantages`` places each reward's advantage, ``core.rescale_token_advantages``
+   applies GDPO's batch step (batch statistics over the whole rollout batch);
+5. KL in the reward (no ``--algo.kl.use_loss``): the per-token ``-kl_coef * kl`` penalty is added
+   as its reward-to-go, exactly as upstream's group estimators do. It is not a verifier reward and
+   is not re-placed.
+The result is the (B, A) ``advantages`` (and ``returns``) upstream's PolicyLoss consumes.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import ray
+import torch
+from openrlhf.models.utils import compute_reward
+from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
+from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
+
+from ..core import (
+    ReplayRequest,
+    beta_schedule,
+    count_forwards,
+    group_normalize,
+    localization,
+    request_from_text,
+    rescale_token_advantages,
+    saw_weights,
+    token_advantages,
+    tokens_for_mass,
+    weighted_sum,
+)
+from .args import MULTI_REWARD_ESTIMATORS
+from .transport import BLOCKS, NAMES, PRESENT, VALUES, pop_reward_vectors
+
+LENGTH_PENALTY = "length_penalty"
+
+
+@dataclass
+class RewardBatch:
+    """The whole rollout batch's reward vectors in original rollout order (rows = ``experience.index``).
+
+    values/present: (N, K); names/blocks: N lists of K strings ("" pads missing rewards).
+    """
+
+    values: torch.Tensor
+    present: torch.Tensor
+    names: list[list[str]]
+    blocks: list[list[str]]
+
+
+def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> RewardBatch:
+    """Merge per-micro-batch reward vectors (popped from info) into original order."""
+    n = sum(len(e.index) for e in experiences)
+    k = max(v[VALUES].shape[1] for v in vectors)
+    values = torch.zeros(n, k)
+    present = torch.zeros(n, k)
+    names: list[list[str]] = [[] for _ in range(n)]
+    blocks: list[list[str]] = [[] for _ in range(n)]
+    for exp, vec in zip(experiences, vectors):
+        kk = vec[VALUES].shape[1]
+        for row, g in enumerate(exp.index):
+            values[g, :kk] = vec[VALUES][row].float()
+            present[g, :kk] = vec[PRESENT][row].float()
+            names[g] = list(vec[NAMES][row]) + [""] * (k - len(vec[NAMES][row]))
+            blocks[g] = list(vec[BLOCKS][row]) + [""] * (k - len(vec[BLOCKS][row]))
+    return RewardBatch(values, present, names, blocks)
+
+
+def check_groups(batch: RewardBatch, group_size: int) -> None:
+    """Rewards are normalized per name inside a prompt's group: the names must agree there."""
+    for start in range(0, len(batch.names), group_size):
+        first = batch.names[start]
+        for j in range(start + 1, start + group_size):
+            if batch.names[j] != first:
+                raise ValueError(
+                    f"reward names differ inside one prompt's group (rows {start} and {j}): {first} vs "
+                    f"{batch.names[j]}. A reward function must return the same K names for every response "
+                    "to one prompt (the contract's fallback names keep K fixed on failures)."
+                )
+
+
+def response_span(sequence: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor):
+    """(prompt ids, response ids, first action column) of one right-padded row.
+
+    action_mask column c marks token c + 1 of the sequence (upstream's shift by one).
+    """
+    tokens = sequence[attention_mask.bool()].tolist()
+    cols = action_mask.bool().nonzero(as_tuple=True)[0]
+    if cols.numel() == 0:
+        return tokens, [], 0
+    first, last = int(cols[0]), int(cols[-1])
+    return tokens[: first + 1], tokens[first + 1: last + 2], first
+
+
+def split_for_ranks(costs: Sequence[int], num_ranks: int) -> list[list[int]]:
+    """Greedy longest-first assignment of items to ranks, balancing total cost."""
+    loads = [0] * num_ranks
+    parts: list[list[int]] = [[] for _ in range(num_ranks)]
+    for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
+        r = min(range(num_ranks), key=lambda r: loads[r])
+        parts[r].append(i)
+        loads[r] += costs[i]
+    return [sorted(p) for p in parts]
+
+
+class MRTPOExperienceMaker(RemoteExperienceMaker):
+    """Upstream's RemoteExperienceMaker with the GDPO and MRTPO estimators."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.global_step = 0  # the trainer sets it before each step (beta warm-up, shuffle seed)
+        self.last_metrics: dict[str, float] = {}
+
+    @property
+    def mrtpo_args(self):
+        return self.args.algo.mrtpo
+
+    def pop_metrics(self) -> dict[str, float]:
+        metrics, self.last_metrics = self.last_metrics, {}
+        return metrics
+
+    # ── advantages ──
+
+    @torch.no_grad()
+    def compute_advantages_and_returns(self, experiences):
+        vectors = [pop_reward_vectors(e) for e in experiences]
+        if self.advantage_estimator not in MULTI_REWARD_ESTIMATORS:
+            if all(vectors):
+                self.last_metrics = self._reward_metrics(gather_reward_batch(experiences, vectors), None)
+            return super().compute_advantages_and_returns(experiences)
+        if not all(vectors):
+            raise RuntimeError("reward vectors missing: the MRTPO samples generator did not run for these samples")
+        return self._multi_reward_advantages(experiences, vectors)
+
+    def _multi_reward_advantages(self, experiences, vectors):
+        args, margs = self.args, self.mrtpo_args
+        group_size = args.rollout.n_samples_per_prompt
+        eps = margs.eps
+        for e in experiences:
+            e.rewards = e.rewards.to(torch.promote_types(e.rewards.dtype, torch.float32))
+        before = [e.rewards.clone() for e in experiences]
+        apply_length_penalties(experiences, args)
+        batch = gather_reward_batch(experiences, vectors)
+        penalty = torch.zeros(len(batch.names))
+        for e, b in zip(experiences, before):
+            penalty[torch.tensor(e.index)] = (e.rewards - b).float()
+        if bool((penalty != 0).any()):
+            batch = RewardBatch(
+                torch.cat([batch.values, penalty[:, None]], 1), torch.cat([batch.present, torch.ones(len(penalty), 1)], 1),
+                [n + [LENGTH_PENALTY] for n in batch.names], [b + [""] for b in batch.blocks])
+        check_groups(batch, group_size)
+
+        adv = group_normalize(batch.values, group_size, eps) * batch.present
+        weights = saw_weights(batch.values, batch.present, eps) if margs.reward_weighting == "saw" else None
+        response_sum = weighted_sum(adv, weights)
+
+        beta = beta_schedule(self.global_step, margs.beta, margs.warmup_steps) if self.advantage_estimator == "mrtpo" else 0.0
+        mode = margs.placement if self.advantage_estimator == "mrtpo" else "uniform"
+        replay = self._replay(experiences, batch, adv) if beta > 0 and mode != "uniform" else None
+        generator = torch.Generator().manual_seed(int(args.train.seed) * 100_003 + self.global_step)
+
+        for e in experiences:
+            rows = torch.tensor(e.index)
+            mask = e.action_mask.bool()
+            q = torch.zeros(len(e.index), adv.shape[1], mask.shape[1])
+            if replay is not None:
+                for j, g in enumerate(e.index):
+                    if g in replay.q:
+                        first, qg = replay.q[g]
+                        q[j, :, first: first + qg.shape[1]] = qg
+            tok = token_advantages(adv[rows], q, mask, beta, margs.cap, mode, weights, generator)
+            a = rescale_token_advantages(tok, response_sum, mask, eps)
+            if e.kl is not None and not args.algo.kl.use_loss:
+                kl_penalty = compute_reward(torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask)
+                a = a + self.get_cumulative_returns(kl_penalty, e.action_mask, 1.0)
+            e.advantages = a.float()
+            e.returns = e.advantages.clone()
+            e.info["return"] = e.rewards.float()
+            e.info["group_reward_std"] = self._group_std(batch, group_size)[rows]
+            e.kl = None
+        self.last_metrics = self._reward_metrics(batch, adv)
+        self.last_metrics["mrtpo/beta"] = beta
+        if replay is not None:
+            self.last_metrics.update(replay.metrics)
+        return experiences
+
+    @staticmethod
+    def _group_std(batch: RewardBatch, group_size: int) -> torch.Tensor:
+        """(N,) std of the summed reward inside each row's group (upstream's group_reward_std)."""
+        total = batch.values.sum(1).reshape(-1, group_size)
+        return total.std(dim=1, keepdim=True).expand(-1, group_size).reshape(-1)
+
+    def _reward_metrics(self, batch: RewardBatch, adv: torch.Tensor | None) -> dict[str, float]:
+        """Per-reward mean reward (and advantage std) by reward name."""
+        values = defaultdict(list)
+        advs = defaultdict(list)
+        for g, names in enumerate(batch.names):
+            for k, name in enumerate(names):
+                if name and batch.present[g, k] > 0:
+                    values[name].append(float(batch.values[g, k]))
+                    if adv is not None:
+                        advs[name].append(float(adv[g, k]))
+        out = {f"reward/{n}/mean": sum(v) / len(v) for n, v in values.items()}
+        for n, a in advs.items():
+            out[f"reward/{n}/adv_std"] = float(torch.tensor(a).std()) if len(a) > 1 else 0.0
+        n_pairs = float(batch.present.sum())
+        if adv is not None and n_pairs:
+            out["mrtpo/varying_pairs_frac"] = float(((adv != 0) & (batch.present > 0)).sum()) / n_pairs
+        return out
+
+    # ── replay ──
+
+    def build_requests(self, experiences, batch: RewardBatch, adv: torch.Tensor):
+        """ReplayRequests for every response with at least one pair to replay, keyed by global row.
+
+        Returns {row: (request, first action column)}.
+        """
+        margs = self.mrtpo_args
+        joint = margs.placement == "joint"
+        requests: dict[int, tuple[ReplayRequest, int]] = {}
+        for e in experiences:
+            for j, g in enumerate(e.index):
+                ks = [k for k in range(adv.shape[1]) if adv[g, k] != 0 and batch.blocks[g][k]]
+                if not ks:
+                    continue
+                _, response, first = response_span(e.sequences[j], e.attention_mask[j], e.action_mask[j])
+                if not response:
+                    continue
+                req = request_from_text(self.tokenizer, e.prompts[j], batch.blocks[g], response, ks,
+                                        margs.block_separator, joint)
+                if req.minus_contexts:
+                    requests[g] = (req, first)
+        return requests
+
+    def _replay(self, experiences, batch: RewardBatch, adv: torch.Tensor):
+        margs = self.mrtpo_args
+        t0 = time.time()
+        requests = self.build_requests(experiences, batch, adv)
+        group = self.actor_model_group
+        num_ranks = len(group._actor_handlers) // group.duplicate_actors  # noqa: SLF001
+        rows = sorted(requests)
+        costs = [count_forwards([requests[g][0]], 1) for g in rows]
+        parts = split_for_ranks(costs, num_ranks)
+        rank_requests = [[requests[rows[i]][0] for i in part] for part in parts]
+        mbs = margs.replay_micro_batch_size
+        forwards = max((count_forwards(r, mbs) for r in rank_requests), default=0)
+        q: dict[int, tuple[int, torch.Tensor]] = {}
+        if forwards > 0:
+            refs = group.async_run_method_batch(
+                method_name="replay_relevance",
+                requests=rank_requests,
+                min_forwards=[forwards] * num_ranks,
+                num_rewards=[adv.shape[1]] * num_ranks,
+                temperature=[float(self.args.rollout.temperature)] * num_ranks,
+                micro_batch_size=[mbs] * num_ranks,
+                chunk_size=[margs.chunk_size] * num_ranks,
+            )
+            results = list(itertools.chain.from_iterable(ray.get(refs)))
+            if self.args.train.colocate_all or self.args.train.colocate_actor_ref:
+                ray.get(group.async_run_method(method_name="empty_cache"))
+            for part, q_rank in zip(parts, results):
+                for local, i in enumerate(part):
+                    g = rows[i]
+                    req, first = requests[g]
+                    q[g] = (first, q_rank[local, :, : len(req.response_ids)])
+        metrics = self._replay_metrics(batch, q, requests)
+        metrics["mrtpo/replay_time"] = time.time() - t0
+        metrics["mrtpo/replay_forwards_per_rank"] = float(forwards)
+        return _Replay(q, metrics)
+
+    @staticmethod
+    def _replay_metrics(batch: RewardBatch, q, requests) -> dict[str, float]:
+        n_pairs = float(batch.present.sum()) or 1.0
+        replayed = sum(len(requests[g][0].rewards) for g in q)
+        out = {"mrtpo/replayed_pairs_frac": replayed / n_pairs}
+        top = defaultdict(list)
+        mass = defaultdict(list)
+        for g, (_, qg) in q.items():
+            mask = torch.ones(qg.shape[1], dtype=torch.bool)
+            for k in requests[g][0].rewards:
+                if float(qg[k].sum()) > 0:
+                    name = batch.names[g][k]
+                    top[name].append(float(localization(qg[k], mask)))
+                    mass[name].append(float(tokens_for_mass(qg[k], mask)))
+        for name in top:
+            out[f"mrtpo/{name}/top20_share"] = sum(top[name]) / len(top[name])
+            out[f"mrtpo/{name}/tokens_for_80pct"] = sum(mass[name]) / len(mass[name])
+        return out
+
+
+@dataclass
+class _Replay:
+    q: dict[int, tuple[int, torch.Tensor]]  # global row -> (first action column, (K, L) relevance)
+    metrics: dict[str, float]

@@ -1,0 +1,54 @@
+"""Reward-vector transport: from the reward function's ``extra_logs`` to the experience maker.
+
+Upstream's ``_process_response_into_experience`` turns every ``extra_logs`` value into a tensor
+(strings raise). We pop the MRTPO keys first and store them in ``Experience.info`` in shapes that
+``Experience.concat_experiences`` merges correctly:
+
+- ``info[VALUES]``: (1, K) float tensor -> (B, K_max), right-padded with 0.
+- ``info[PRESENT]``: (1, K) ones -> (B, K_max), 0 where a row has fewer rewards.
+- ``info[NAMES]``, ``info[BLOCKS]``: [list[str]] -> list of B lists.
+
+The experience maker pops all four before experiences are sent to the actors (which accept only
+numeric (B,) info tensors).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..rewards.contract import MRTPO_KEYS, parse_extra_logs
+
+VALUES = "mrtpo_values"
+PRESENT = "mrtpo_present"
+NAMES = "mrtpo_names"
+BLOCKS = "mrtpo_blocks"
+INFO_KEYS = (VALUES, PRESENT, NAMES, BLOCKS)
+
+
+def split_extra_logs(extra_logs: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(upstream-safe logs, MRTPO entries)."""
+    extra_logs = dict(extra_logs or {})
+    ours = {k: extra_logs.pop(k) for k in MRTPO_KEYS if k in extra_logs}
+    return extra_logs, ours
+
+
+def attach_reward_vector(experience, ours: dict[str, Any], scalar_reward: float | None) -> None:
+    """Store one response's reward vector in ``experience.info`` (see module docstring).
+
+    A reward function without MRTPO keys gives one reward named ``reward`` (its scalar) and no block.
+    """
+    vec = parse_extra_logs(ours) if ours else None
+    if vec is None or not vec.items:
+        names, values, blocks = ["reward"], [float(scalar_reward or 0.0)], [""]
+    else:
+        names, values, blocks = vec.names, vec.values, [it.block for it in vec.items]
+    experience.info[VALUES] = torch.tensor([values], dtype=torch.float32)
+    experience.info[PRESENT] = torch.ones((1, len(values)), dtype=torch.float32)
+    experience.info[NAMES] = [list(names)]
+    experience.info[BLOCKS] = [list(blocks)]
+
+
+def pop_reward_vectors(experience) -> dict[str, Any]:
+    """Remove and return our entries from a (concatenated) experience's info."""
+    return {k: experience.info.pop(k) for k in INFO_KEYS if k in experience.info}

@@ -1,0 +1,44 @@
+"""Adapter tests: upstream objects built without Ray, tiny random models, flash_attn stubbed only when missing."""
+import importlib.util
+import os
+import sys
+
+import pytest
+import torch
+
+if importlib.util.find_spec("flash_attn") is None:
+    from mrtpo_openrlhf.cpu import flash_attn_stub
+
+    flash_attn_stub.install()
+
+# importlib import mode does not put test folders on sys.path; the shared fakes live here.
+sys.path.insert(0, os.path.dirname(__file__))
+
+VOCAB = 101
+
+
+@pytest.fixture(scope="session")
+def tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    model = LlamaForCausalLM(cfg).eval()
+    model.config._attn_implementation = "sdpa"
+    return model
+
+
+class CharTokenizer:
+    """A deterministic offline tokenizer: one id per character (mod the tiny vocab), no chat template."""
+
+    pad_token_id = 0
+    chat_template = None
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [3 + (ord(c) % (VOCAB - 3)) for c in text]}
+
+
+@pytest.fixture
+def char_tokenizer():
+    return CharTokenizer()

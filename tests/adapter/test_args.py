@@ -1,0 +1,83 @@
+"""The argument hook: new flags parsed, upstream flags and validation intact, bad combinations rejected."""
+import argparse
+import runpy
+
+import pytest
+
+from mrtpo_openrlhf.adapter.args import ParserHook, validate
+
+BASE = ["--actor.model_name_or_path", "m", "--rollout.n_samples_per_prompt", "4", "--reward.remote_url", "r.py"]
+
+
+class _Parsed(Exception):
+    def __init__(self, args):
+        super().__init__("parsed")
+        self.parsed = args
+
+
+def parse_upstream(argv, monkeypatch):
+    """Run upstream's own CLI module up to its parse_args (inside our hook), then stop."""
+    monkeypatch.setattr("sys.argv", ["train_ppo_ray", *argv])
+    with ParserHook():
+        hooked = argparse.ArgumentParser.parse_args
+
+        def capture(parser, args=None, namespace=None):
+            raise _Parsed(hooked(parser, args, namespace))
+
+        monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+        with pytest.raises(_Parsed) as info:
+            runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__")
+        monkeypatch.undo()
+    return info.value.parsed
+
+
+def test_new_flags_and_estimators_parse(monkeypatch):
+    args = parse_upstream(BASE + ["--algo.advantage.estimator", "mrtpo", "--algo.mrtpo.beta", "0.25",
+                                  "--algo.mrtpo.cap", "2", "--algo.mrtpo.placement", "shuffle",
+                                  "--algo.kl.use_loss"], monkeypatch)
+    d = vars(args)
+    assert d["algo.advantage.estimator"] == "mrtpo"
+    assert d["algo.mrtpo.beta"] == 0.25 and d["algo.mrtpo.cap"] == 2.0 and d["algo.mrtpo.placement"] == "shuffle"
+    assert d["algo.mrtpo.warmup_steps"] == 10
+    # upstream flags are still there with their defaults
+    assert d["algo.kl.use_loss"] is True and d["actor.model_name_or_path"] == "m"
+    assert d["rollout.n_samples_per_prompt"] == 4
+    assert parse_upstream(BASE + ["--algo.advantage.estimator", "gdpo"], monkeypatch).__dict__[
+        "algo.advantage.estimator"] == "gdpo"
+    assert parse_upstream(BASE + ["--algo.advantage.estimator", "group_norm"], monkeypatch).__dict__[
+        "algo.advantage.estimator"] == "group_norm"
+
+
+def test_upstream_choices_still_validated(monkeypatch, capsys):
+    with pytest.raises(SystemExit):
+        parse_upstream(BASE + ["--algo.advantage.estimator", "nonsense"], monkeypatch)
+    assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--rollout.n_samples_per_prompt", "1"], "n_samples_per_prompt must be >= 2"),
+    (["--train.async_enable"], "synchronous trainer"),
+    (["--ds.ring_attn_size", "2"], "ring attention"),
+    (["--ds.tensor_parallel_size", "2"], "tensor parallel"),
+    (["--algo.mrtpo.beta", "1.5"], "beta must be in [0, 1]"),
+    (["--algo.mrtpo.cap", "0.5"], "cap must be >= 1"),
+])
+def test_bad_combinations_rejected_with_clear_message(monkeypatch, capsys, extra, message):
+    with pytest.raises(SystemExit) as exc:
+        parse_upstream(BASE + ["--algo.advantage.estimator", "mrtpo"] + extra, monkeypatch)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_validate_without_parser_raises_value_error():
+    ns = argparse.Namespace(**{"algo.advantage.estimator": "gdpo", "rollout.n_samples_per_prompt": 1})
+    with pytest.raises(ValueError, match="n_samples_per_prompt"):
+        validate(ns)
+    validate(argparse.Namespace(**{"algo.advantage.estimator": "gae"}))  # other estimators untouched
+
+
+def test_hook_restores_parse_args():
+    original = argparse.ArgumentParser.parse_args
+    with ParserHook():
+        assert argparse.ArgumentParser.parse_args is not original
+    assert argparse.ArgumentParser.parse_args is original

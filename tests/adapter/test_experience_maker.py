@@ -1,0 +1,166 @@
+"""The experience maker's advantages equal the core's on hand-built experiences."""
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+from openrlhf_fakes import LocalActorGroup, fake_actor, make_args, vllm_response
+from openrlhf.trainer.ppo_utils.experience import Experience
+
+import mrtpo_openrlhf.adapter.experience_maker as em
+from mrtpo_openrlhf.adapter.experience_maker import MRTPOExperienceMaker, response_span, split_for_ranks
+from mrtpo_openrlhf.adapter.samples_generator import MRTPOSamplesGenerator
+from mrtpo_openrlhf.core import (
+    gdpo_advantages,
+    group_normalize,
+    mrtpo_advantages,
+    replay_relevance,
+    request_from_text,
+)
+
+NAMES = ["format", "executable", "execution"]
+
+
+def rollout(seed=0, groups=2, n=4, vocab=101):
+    """groups x n responses with varying lengths and 3 rewards; returns single-sample experiences."""
+    rng = random.Random(seed)
+    gen = MRTPOSamplesGenerator.__new__(MRTPOSamplesGenerator)
+    gen.args = make_args(n=n)
+    exps = []
+    for gi in range(groups):
+        prompt_text = f"Question {gi}: list all users. Answer in one SQL block."
+        prompt_ids = [3 + ord(c) % (vocab - 3) for c in prompt_text]
+        for _ in range(n):
+            resp = [rng.randrange(3, vocab) for _ in range(rng.randint(2, 9))]
+            values = [float(rng.random() < 0.5) for _ in NAMES]
+            blocks = ["Answer in one SQL block.", "no such column: nme" if not values[1] else "", "SELECT name FROM users"]
+            exps.append(gen._process_response_into_experience(
+                vllm_response(prompt_ids, resp, prompt_text, NAMES, values, blocks), max_len=256))
+    return exps
+
+
+def maker(args, model, char_tokenizer, ranks=2):
+    m = MRTPOExperienceMaker.__new__(MRTPOExperienceMaker)
+    m.strategy = SimpleNamespace(args=args)
+    m.args = args
+    m.advantage_estimator = args.algo.advantage.estimator
+    m.tokenizer = char_tokenizer
+    m.kl_ctl = SimpleNamespace(value=0.05)
+    m.actor_model_group = LocalActorGroup(fake_actor(model), ranks)
+    m.global_step = 3
+    m.last_metrics = {}
+    return m
+
+
+def micro_batches(samples, size, seed):
+    """Shuffle sample order into micro-batches, as dynamic batching may; index keeps the rollout order."""
+    for i, s in enumerate(samples):
+        s.index = [i]
+    order = list(range(len(samples)))
+    random.Random(seed).shuffle(order)
+    return [Experience.concat_experiences([samples[i] for i in order[j:j + size]], 0) for j in range(0, len(order), size)]
+
+
+@pytest.fixture(autouse=True)
+def no_ray(monkeypatch):
+    monkeypatch.setattr(em.ray, "get", lambda refs: refs)
+
+
+def rewards_in_order(exps):
+    return torch.cat([e.info["mrtpo_values"] for e in exps]), [e.info["mrtpo_blocks"][0] for e in exps]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mrtpo_advantages_equal_core(seed, tiny_llama, char_tokenizer):
+    args = make_args(beta=0.5, cap=2.0)
+    samples = rollout(seed)
+    R, blocks = rewards_in_order(samples)
+    prompts = [s.prompts[0] for s in samples]
+    spans = [response_span(s.sequences[0], s.attention_mask[0], s.action_mask[0]) for s in samples]
+    exps = micro_batches(samples, 3, seed)
+    m = maker(args, tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(exps)
+
+    # independent computation straight from the core
+    A = group_normalize(R, 4)
+    reqs = [request_from_text(char_tokenizer, prompts[i], blocks[i], spans[i][1],
+                              [k for k in range(3) if A[i, k] != 0 and blocks[i][k]], "\n") for i in range(len(R))]
+    q_list, _ = replay_relevance(tiny_llama, reqs, num_rewards=3, temperature=0.9, chunk_size=5)
+    T = max(e.action_mask.shape[1] for e in out)
+    mask = torch.zeros(len(R), T, dtype=torch.bool)
+    q = torch.zeros(len(R), 3, T)
+    for i, (_, resp, first) in enumerate(spans):
+        mask[i, first:first + len(resp)] = True
+        q[i, :, first:first + len(resp)] = q_list[i, :, :len(resp)]
+    expected = mrtpo_advantages(A, q, mask, 0.5, 2.0)
+    for e in out:
+        for row, g in enumerate(e.index):
+            width = e.action_mask.shape[1]
+            # different micro-batch padding moves logits by ~1e-6, hence the tolerance
+            assert torch.allclose(e.advantages[row], expected[g, :width], atol=1e-4), g
+            assert torch.equal(e.returns[row], e.advantages[row])
+        assert "mrtpo_values" not in e.info and "mrtpo_blocks" not in e.info
+        assert all(isinstance(v, torch.Tensor) and v.shape == (len(e.index),) for v in e.info.values())
+    metrics = m.pop_metrics()
+    assert metrics["mrtpo/beta"] == 0.5
+    assert 0 < metrics["mrtpo/replayed_pairs_frac"] <= 1
+    assert "reward/execution/mean" in metrics and "mrtpo/execution/top20_share" in metrics
+    # same number of forwards on every rank
+    (_, kwargs), = m.actor_model_group.calls
+    assert len(set(kwargs["min_forwards"])) == 1
+
+
+def test_gdpo_is_uniform_and_matches_reference(tiny_llama, char_tokenizer):
+    args = make_args(estimator="gdpo")
+    samples = rollout(3)
+    R, _ = rewards_in_order(samples)
+    exps = micro_batches(samples, 3, 3)
+    m = maker(args, tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(exps)
+    ref = gdpo_advantages(R, 4)
+    for e in out:
+        for row, g in enumerate(e.index):
+            valid = e.action_mask[row].bool()
+            assert torch.allclose(e.advantages[row][valid], ref[g].expand(int(valid.sum())), atol=1e-5)
+            assert (e.advantages[row][~valid] == 0).all()
+    assert m.actor_model_group.calls == []  # no replay for GDPO
+
+
+def test_kl_in_reward_adds_reward_to_go(tiny_llama, char_tokenizer):
+    args = make_args(estimator="gdpo", use_kl_loss=False)
+    samples = rollout(4)
+    R, _ = rewards_in_order(samples)
+    exps = micro_batches(samples, 4, 0)
+    for e in exps:
+        e.kl = torch.full(e.action_mask.shape, 0.1) * e.action_mask
+    m = maker(args, tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(exps)
+    ref = gdpo_advantages(R, 4)
+    e = out[0]
+    valid = e.action_mask[0].bool()
+    n = int(valid.sum())
+    togo = -0.05 * 0.1 * torch.arange(n, 0, -1).float()
+    assert torch.allclose(e.advantages[0][valid], ref[e.index[0]] + togo, atol=1e-5)
+
+
+def test_beta_warmup_zero_step_skips_replay(tiny_llama, char_tokenizer):
+    args = make_args(beta=0.5, warmup=10)
+    m = maker(args, tiny_llama, char_tokenizer)
+    m.global_step = 0
+    out = m.compute_advantages_and_returns(micro_batches(rollout(5), 4, 1))
+    assert m.actor_model_group.calls == [] and m.pop_metrics()["mrtpo/beta"] == 0.0
+    assert all(torch.isfinite(e.advantages).all() for e in out)
+
+
+def test_group_with_mismatched_reward_names_fails_clearly(tiny_llama, char_tokenizer):
+    samples = rollout(6)
+    samples[1].info["mrtpo_names"] = [["format", "oops", "execution"]]
+    m = maker(make_args(), tiny_llama, char_tokenizer)
+    with pytest.raises(ValueError, match="reward names differ inside one prompt's group"):
+        m.compute_advantages_and_returns(micro_batches(samples, 4, 0))
+
+
+def test_split_for_ranks_balances():
+    parts = split_for_ranks([5, 1, 1, 1, 1, 1], 2)
+    assert sorted(sum(([5, 1, 1, 1, 1, 1][i] for i in p), 0) for p in parts) == [5, 5]
+    assert split_for_ranks([], 3) == [[], [], []]

@@ -1,0 +1,54 @@
+"""The reward vector travels through upstream's _process_response_into_experience and concat_experiences."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+from openrlhf_fakes import make_args, vllm_response
+from openrlhf.trainer.ppo_utils.experience import Experience
+from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+
+from mrtpo_openrlhf.adapter.samples_generator import MRTPOSamplesGenerator
+from mrtpo_openrlhf.adapter.transport import BLOCKS, NAMES, PRESENT, VALUES, pop_reward_vectors
+
+
+def generator(cls):
+    gen = cls.__new__(cls)
+    gen.args = make_args()
+    gen.strategy = SimpleNamespace(args=gen.args)
+    return gen
+
+
+def test_upstream_rejects_string_extra_logs():
+    """The contract we work around: upstream tensorizes every extra_logs value."""
+    resp = vllm_response([1, 2], [3, 4], "p", ["format"], [1.0], ["block text"])
+    with pytest.raises((ValueError, TypeError)):
+        generator(SamplesGenerator)._process_response_into_experience(resp, max_len=64)
+
+
+def test_vectors_survive_processing_and_concat():
+    gen = generator(MRTPOSamplesGenerator)
+    r1 = vllm_response([1, 2, 3], [4, 5], "p1", ["format", "executable", "execution"], [1.0, 0.0, 1.0],
+                       ["fmt", "err", "gold"])
+    r2 = vllm_response([1, 2], [6, 7, 8, 9], "p2", ["c1", "c2"], [0.0, 1.0], ["no commas", ""])
+    e1 = gen._process_response_into_experience(r1, max_len=64)
+    e2 = gen._process_response_into_experience(r2, max_len=64)
+    # numeric extra logs still reach upstream's info, strings do not
+    assert e1.info["sql_ok"].tolist() == [1.0]
+    assert all(not k.startswith("mrtpo_reward") for k in e1.info)
+    merged = Experience.concat_experiences([e1, e2], pad_token_id=0)
+    assert torch.equal(merged.info[VALUES], torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+    assert torch.equal(merged.info[PRESENT], torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]))
+    assert merged.info[NAMES] == [["format", "executable", "execution"], ["c1", "c2"]]
+    assert merged.info[BLOCKS] == [["fmt", "err", "gold"], ["no commas", ""]]
+    popped = pop_reward_vectors(merged)
+    assert set(popped) == {VALUES, PRESENT, NAMES, BLOCKS}
+    assert all(isinstance(v, torch.Tensor) and v.shape == (2,) for v in merged.info.values())
+
+
+def test_plain_scalar_reward_becomes_one_unnamed_reward():
+    gen = generator(MRTPOSamplesGenerator)
+    resp = vllm_response([1], [2, 3], "p", ["x"], [1.0], ["b"])
+    resp["extra_logs"] = {}
+    resp["reward"] = 0.5
+    e = gen._process_response_into_experience(resp, max_len=64)
+    assert e.info[NAMES] == [["reward"]] and e.info[VALUES].tolist() == [[0.5]] and e.info[BLOCKS] == [[""]]
