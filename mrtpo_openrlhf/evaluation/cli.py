@@ -1,0 +1,84 @@
+"""Command line of the evaluation harness (``python eval/run.py ...``); see docs/eval.md."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from mrtpo_openrlhf.data.jsonl import DatasetError
+from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES
+
+from .data import BENCHMARKS
+from .generation import GenerationConfig
+from .runner import EvalConfig, run_evaluation
+from .scoring import BIRD_TIMEOUT_S, SPIDER_TIMEOUT_S
+
+
+def parse_data_dirs(specs: Sequence[str], benchmarks: Sequence[str]) -> dict[str, str]:
+    """``[BENCHMARK=]PATH`` specs -> {benchmark: path}; a bare PATH needs exactly one requested benchmark."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if sep and name in BENCHMARKS:
+            out[name] = path
+        elif len(benchmarks) == 1:
+            out[benchmarks[0]] = spec
+        else:
+            raise ValueError(f"--data-dir {spec!r}: with several benchmarks write BENCHMARK=PATH")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python eval/run.py", description="Evaluate a model or predictions on "
+                                "Spider, BIRD, IFEval, IFBench, MulDimIF and BFCL with the official scoring rules.")
+    p.add_argument("--benchmark", action="append", required=True, choices=BENCHMARKS,
+                   help="repeat for several benchmarks (one combined table)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="HF model folder, or the alias 'smollm2' (the embedded SmolLM2-135M-Instruct)")
+    src.add_argument("--predictions", action="append", metavar="[BENCHMARK=]FILE",
+                     help="JSONL of {id, response[, benchmark]} to score without a model (repeatable)")
+    p.add_argument("--data-dir", action="append", default=[], metavar="[BENCHMARK=]PATH",
+                   help="benchmark data folder in its official layout (default: the bundled mini fixtures)")
+    p.add_argument("--out", help="output folder (default runs/eval/<timestamp>)")
+    p.add_argument("--limit", type=int, help="first N examples of each benchmark")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=1024)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "transformers"),
+                   help="auto = vLLM when installed and a GPU is available, else transformers")
+    p.add_argument("--bfcl-category", action="append", choices=AST_CATEGORIES,
+                   help="BFCL categories to run (default: all AST categories)")
+    p.add_argument("--spider-timeout", type=float, default=SPIDER_TIMEOUT_S)
+    p.add_argument("--bird-timeout", type=float, default=BIRD_TIMEOUT_S)
+    p.add_argument("--keep-distinct", action="store_true", help="Spider: do not remove DISTINCT (official flag)")
+    p.add_argument("--workers", type=int, default=4, help="threads for SQL scoring")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    if args.limit is not None and args.limit <= 0:
+        print("error: --limit must be positive", file=sys.stderr)
+        return 2
+    try:
+        cfg = EvalConfig(
+            benchmarks=args.benchmark, model=args.model, predictions=args.predictions or (),
+            data_dirs=parse_data_dirs(args.data_dir, list(dict.fromkeys(args.benchmark))), out=args.out,
+            limit=args.limit,
+            generation=GenerationConfig(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
+                                        temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+                                        backend=args.backend),
+            bfcl_categories=tuple(args.bfcl_category or AST_CATEGORIES), spider_timeout_s=args.spider_timeout,
+            bird_timeout_s=args.bird_timeout, keep_distinct=args.keep_distinct, workers=args.workers)
+        result = run_evaluation(cfg)
+    except (DatasetError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(result["table"])
+    for name, path in result["paths"].items():
+        print(f"{name}: {path}")
+    return 0

@@ -1,0 +1,308 @@
+"""Score responses the way each benchmark's official script does, with the repo's shared verifiers.
+
+Every ``score_<benchmark>(example, response, answer=None, **opts)`` returns one record dict with at least
+``verdict`` (bool: the benchmark's headline per-example decision), ``reason`` ("" when it passed) and
+``answer`` (what was extracted from the response). ``summarize(benchmark, records)`` turns records into the
+official aggregate numbers (percentages, 0-100).
+
+Official rules reproduced here (the comparisons themselves live in ``mrtpo_openrlhf.verifiers``):
+
+- Spider (test-suite ``exec_eval.eval_exec_match``): ``> =``/``< =``/``! =`` are closed up in both queries,
+  DISTINCT is removed from both (unless ``keep_distinct``), row order matters iff ``"order by"`` occurs anywhere
+  in the gold string (lower-cased; the official test, not the reward's top-level one), denotations are compared as
+  bags with column permutations on EVERY ``*.sqlite`` file in the database's folder (test-suite databases).
+- BIRD (``evaluation.py``): ``set(pred_rows) == set(gold_rows)``; the pred and gold queries share one time budget
+  (30 s by default), past it the example is wrong.
+- IFEval / IFBench (``evaluation_lib``): strict = ``response.strip() and check_following(response)``; loose tries the
+  8 variants; prompt-level = all instructions followed, instruction-level = mean over instructions.
+- MulDimIF: a prompt passes iff all its constraints pass (strict rule of the shared checker).
+- BFCL: AST checker per category; aggregates as BFCL's leaderboard (see ``summarize_bfcl``).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable
+
+from mrtpo_openrlhf.rewards import instruction as instruction_reward
+from mrtpo_openrlhf.rewards import tool as tool_reward
+from mrtpo_openrlhf.verifiers.instructions import (MulDimIFConstraint, UnsupportedInstruction, build_checker,
+                                                   check_loose, check_strict)
+from mrtpo_openrlhf.verifiers.sql import (GoldResultCache, bird_set_match, execute_sql, extract_sql,
+                                          remove_distinct, spider_result_eq)
+from mrtpo_openrlhf.verifiers.tool import check_bfcl, parse_tool_calls
+
+from .data import EvalExample
+
+SPIDER_TIMEOUT_S = 60.0  # exec_eval.py TIMEOUT (there it never fires; here the sandbox really stops the query)
+BIRD_TIMEOUT_S = 30.0  # BIRD evaluation.py meta_time_out
+EVAL_MAX_ROWS = 1_000_000  # the official scripts fetch everything; past this cap the example counts as wrong
+GOLD_CACHE = GoldResultCache(maxsize=8192)
+_END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>")
+
+
+def _pct(num: float, den: float) -> float | None:
+    return 100.0 * num / den if den else None
+
+
+# ----------------------------------------------------------------------------------------------- SQL
+def spider_postprocess(sql: str) -> str:
+    """exec_eval.postprocess: close up the comparison operators a tokenizer may have split."""
+    return sql.replace("> =", ">=").replace("< =", "<=").replace("! =", "!=")
+
+
+def spider_order_matters(gold_sql: str) -> bool:
+    """The official test: "order by" anywhere in the (post-processed) gold string."""
+    return "order by" in gold_sql.lower()
+
+
+def spider_databases(db_dir: str | Path) -> list[Path]:
+    """Every database the test suite compares on: each ``*.sqlite`` file in the folder, sorted."""
+    return sorted(p for p in Path(db_dir).iterdir() if p.is_file() and p.name.endswith(".sqlite"))
+
+
+def _sql_answer(response: str, answer: str | None) -> str | None:
+    return answer if answer is not None else extract_sql(response or "")
+
+
+def score_spider(example: EvalExample, response: str, answer: str | None = None, *,
+                 timeout_s: float = SPIDER_TIMEOUT_S, max_rows: int = EVAL_MAX_ROWS,
+                 keep_distinct: bool = False) -> dict[str, Any]:
+    """Spider test-suite execution match for one example (see the module docstring)."""
+    sql = _sql_answer(response, answer)
+    record: dict[str, Any] = {"answer": sql, "gold": example.target["gold"], "gold_error": ""}
+    if not sql:
+        return {**record, "verdict": False, "reason": "no SQL found in the response"}
+    pred_sql, gold_sql = spider_postprocess(sql), spider_postprocess(example.target["gold"])
+    if not keep_distinct:
+        pred_sql, gold_sql = remove_distinct(pred_sql), remove_distinct(gold_sql)
+    order_matters = spider_order_matters(gold_sql)
+    record["order_matters"] = order_matters
+    databases = spider_databases(example.target["db_dir"])
+    record["n_databases"] = len(databases)
+    for db in databases:
+        gold, _ = GOLD_CACHE.execute(db, gold_sql, timeout_s=timeout_s, max_rows=max_rows)
+        if not gold.ok:
+            return {**record, "verdict": False, "gold_error": gold.error,
+                    "reason": f"gold query failed on {db.name}: {gold.error}"}
+        pred = execute_sql(db, pred_sql, timeout_s=timeout_s, max_rows=max_rows)
+        if not pred.ok:
+            return {**record, "verdict": False, "reason": f"query failed on {db.name}: {pred.error}"}
+        if pred.truncated or gold.truncated:
+            return {**record, "verdict": False, "reason": f"more than {max_rows} rows on {db.name}"}
+        if not spider_result_eq(pred.rows, gold.rows, order_matters=order_matters):
+            ordered = ", ordered" if order_matters else ""
+            return {**record, "verdict": False, "reason": f"denotation differs on {db.name} (bag{ordered})"}
+    return {**record, "verdict": True, "reason": ""}
+
+
+def score_bird(example: EvalExample, response: str, answer: str | None = None, *,
+               timeout_s: float = BIRD_TIMEOUT_S, max_rows: int = EVAL_MAX_ROWS) -> dict[str, Any]:
+    """BIRD EX for one example: set equality, pred + gold within one time budget."""
+    sql = _sql_answer(response, answer)
+    record: dict[str, Any] = {"answer": sql, "gold": example.target["gold"], "gold_error": ""}
+    if not sql:
+        return {**record, "verdict": False, "reason": "no SQL found in the response"}
+    db = example.target["db_path"]
+    pred = execute_sql(db, sql, timeout_s=timeout_s, max_rows=max_rows)
+    if not pred.ok:
+        return {**record, "verdict": False, "reason": f"query failed: {pred.error}"}
+    gold, _ = GOLD_CACHE.execute(db, example.target["gold"], timeout_s=timeout_s, max_rows=max_rows)
+    if not gold.ok:
+        return {**record, "verdict": False, "gold_error": gold.error, "reason": f"gold query failed: {gold.error}"}
+    if pred.elapsed_s + gold.elapsed_s > timeout_s:
+        return {**record, "verdict": False, "reason": f"pred + gold took more than {timeout_s:g} s"}
+    if pred.truncated or gold.truncated:
+        return {**record, "verdict": False, "reason": f"more than {max_rows} rows"}
+    if not bird_set_match(pred.rows, gold.rows):
+        return {**record, "verdict": False, "reason": "result set differs from the gold"}
+    return {**record, "verdict": True, "reason": ""}
+
+
+# ----------------------------------------------------------------------------------------------- instructions
+def instruction_text(response: str) -> str:
+    """The text the instruction checkers read: the raw response, unless it carries a ``<think>`` block or an
+    end-of-turn marker; then the training reward's extraction (block and markers removed) is used."""
+    response = response or ""
+    if "</think>" in response or response.rstrip().endswith(_END_MARKERS):
+        return instruction_reward.extract_response(response, "")
+    return response
+
+
+def _judge(checker, text: str) -> tuple[bool, bool, str]:
+    """(strict, loose, reason); an unsupported checker counts as not followed, with the reason."""
+    try:
+        return check_strict(checker, text), check_loose(checker, text), ""
+    except UnsupportedInstruction as exc:
+        return False, False, f"unsupported offline: {exc.why}"
+
+
+def score_instructions(example: EvalExample, response: str, answer: str | None = None) -> dict[str, Any]:
+    """IFEval/IFBench: strict and loose per instruction, prompt-level = all followed."""
+    text = instruction_text(response)
+    strict, loose, reasons = [], [], []
+    for iid, kwargs in zip(example.target["instruction_id_list"], example.target["kwargs"]):
+        s, lo, why = _judge(build_checker(iid, kwargs), text)
+        strict.append(s)
+        loose.append(lo)
+        reasons.append(why or ("" if s else "not followed (strict)"))
+    failed = [f"{iid}: {why}" for iid, why in zip(example.target["instruction_id_list"], reasons) if why]
+    return {"answer": text, "instruction_id_list": example.target["instruction_id_list"],
+            "follow_instruction_list_strict": strict, "follow_instruction_list_loose": loose,
+            "follow_all_strict": all(strict), "follow_all_loose": all(loose),
+            "unsupported": [why for why in reasons if why.startswith("unsupported")],
+            "verdict": all(strict), "reason": "; ".join(failed)}
+
+
+def score_muldimif(example: EvalExample, response: str, answer: str | None = None) -> dict[str, Any]:
+    """MulDimIF: one strict decision per ``[category, subcategory, rule]``; the prompt passes iff all pass."""
+    text = instruction_text(response)
+    results, reasons = [], []
+    for triple in example.target["constraints"]:
+        ok, _, why = _judge(MulDimIFConstraint(*triple), text)
+        results.append(ok)
+        reasons.append(why or ("" if ok else f"not satisfied: {triple[2]}"))
+    return {"answer": text, "constraints": example.target["constraints"], "constraint_results": results,
+            "unsupported": [why for why in reasons if why.startswith("unsupported")],
+            "verdict": all(results), "reason": "; ".join(r for r in reasons if r)}
+
+
+# ----------------------------------------------------------------------------------------------- BFCL
+def score_bfcl(example: EvalExample, response: str, answer: str | None = None) -> dict[str, Any]:
+    """BFCL AST decision for one item (the training layout's ``<tool_call>`` block is parsed strictly)."""
+    text = tool_reward.extract_response(response or "", "")
+    parsed = parse_tool_calls(text)
+    target = example.target
+    ok, why = check_bfcl(target["category"], target["functions"], parsed.calls, target["ground_truth"])
+    if not ok and not parsed.ok and "irrelevance" not in target["category"]:
+        why = parsed.reason
+    calls = None if parsed.calls is None else [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
+    return {"answer": calls, "category": target["category"], "verdict": ok, "reason": why}
+
+
+SCORERS = {"spider": score_spider, "bird": score_bird, "ifeval": score_instructions, "ifbench": score_instructions,
+           "muldimif": score_muldimif, "bfcl": score_bfcl}
+
+
+# ----------------------------------------------------------------------------------------------- summaries
+def _accuracy_by(records: Iterable[dict], key: str) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[bool]] = defaultdict(list)
+    for r in records:
+        if r.get(key) is not None:
+            groups[str(r[key])].append(bool(r["verdict"]))
+    return {k: {"accuracy": _pct(sum(v), len(v)), "count": len(v)} for k, v in sorted(groups.items())}
+
+
+def summarize_sql(records: list[dict]) -> dict[str, Any]:
+    """EX overall and by ``difficulty`` when the data has it (BIRD: simple/moderate/challenging)."""
+    n = len(records)
+    return {"n": n, "ex": _pct(sum(r["verdict"] for r in records), n),
+            "by_difficulty": _accuracy_by(records, "difficulty"),
+            "gold_errors": sum(1 for r in records if r.get("gold_error"))}
+
+
+def summarize_instructions(records: list[dict]) -> dict[str, Any]:
+    """IFEval's four numbers plus per-instruction (tier1) and per-group (tier0) strict accuracy."""
+    n = len(records)
+    strict = [x for r in records for x in r["follow_instruction_list_strict"]]
+    loose = [x for r in records for x in r["follow_instruction_list_loose"]]
+    per_id: dict[str, list[bool]] = defaultdict(list)
+    per_group: dict[str, list[bool]] = defaultdict(list)
+    for r in records:
+        for iid, ok in zip(r["instruction_id_list"], r["follow_instruction_list_strict"]):
+            per_id[iid].append(ok)
+            per_group[iid.split(":")[0]].append(ok)
+    return {"n": n, "n_instructions": len(strict),
+            "prompt_strict": _pct(sum(r["follow_all_strict"] for r in records), n),
+            "inst_strict": _pct(sum(strict), len(strict)),
+            "prompt_loose": _pct(sum(r["follow_all_loose"] for r in records), n),
+            "inst_loose": _pct(sum(loose), len(loose)),
+            "n_unsupported": sum(len(r["unsupported"]) for r in records),
+            "by_instruction": {k: _pct(sum(v), len(v)) for k, v in sorted(per_id.items())},
+            "by_group": {k: _pct(sum(v), len(v)) for k, v in sorted(per_group.items())}}
+
+
+def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
+    """All-constraints (prompt) accuracy, constraint-level accuracy, and the average per category."""
+    n = len(records)
+    flat = [(c[0], ok) for r in records for c, ok in zip(r["constraints"], r["constraint_results"])]
+    per_category: dict[str, list[bool]] = defaultdict(list)
+    for category, ok in flat:
+        per_category[category].append(ok)
+    return {"n": n, "n_constraints": len(flat),
+            "all_constraints": _pct(sum(r["verdict"] for r in records), n),
+            "constraint_level": _pct(sum(ok for _, ok in flat), len(flat)),
+            "by_category": {k: {"accuracy": _pct(sum(v), len(v)), "count": len(v)}
+                            for k, v in sorted(per_category.items())},
+            "n_unsupported": sum(len(r["unsupported"]) for r in records)}
+
+
+BFCL_NON_LIVE_SIMPLE = ("simple_python", "simple_java", "simple_javascript")
+BFCL_NON_LIVE_GROUPS = ("multiple", "parallel", "parallel_multiple")
+BFCL_LIVE = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
+
+
+def summarize_bfcl(records: list[dict]) -> dict[str, Any]:
+    """Per-category AST accuracy and BFCL's leaderboard aggregates.
+
+    - ``non_live_ast`` = unweighted mean of [mean(simple_python, simple_java, simple_javascript), multiple,
+      parallel, parallel_multiple] (BFCL ``calculate_unweighted_accuracy``);
+    - ``live_ast`` = count-weighted mean of live_simple, live_multiple, live_parallel, live_parallel_multiple
+      (``calculate_weighted_accuracy``);
+    - irrelevance / live_irrelevance / live_relevance are reported on their own, as BFCL does.
+    An aggregate is None ("N/A") unless every member category was evaluated (BFCL would count a missing one as 0).
+    ``ast_mean`` = unweighted mean over the evaluated call-checking categories (for partial runs).
+    """
+    per_category = _accuracy_by(records, "category")
+    acc = {k: v["accuracy"] for k, v in per_category.items()}
+
+    def complete(names: Iterable[str]) -> bool:
+        return all(name in acc for name in names)
+
+    non_live = None
+    if complete(BFCL_NON_LIVE_SIMPLE + BFCL_NON_LIVE_GROUPS):
+        simple = sum(acc[c] for c in BFCL_NON_LIVE_SIMPLE) / len(BFCL_NON_LIVE_SIMPLE)
+        non_live = (simple + sum(acc[c] for c in BFCL_NON_LIVE_GROUPS)) / (1 + len(BFCL_NON_LIVE_GROUPS))
+    live = None
+    if complete(BFCL_LIVE):
+        count = sum(per_category[c]["count"] for c in BFCL_LIVE)
+        live = sum(acc[c] * per_category[c]["count"] for c in BFCL_LIVE) / count
+    call_categories = [c for c in acc if "relevance" not in c]
+    return {"n": len(records), "by_category": per_category, "non_live_ast": non_live, "live_ast": live,
+            "irrelevance": acc.get("irrelevance"), "live_irrelevance": acc.get("live_irrelevance"),
+            "live_relevance": acc.get("live_relevance"),
+            "ast_mean": sum(acc[c] for c in call_categories) / len(call_categories) if call_categories else None}
+
+
+SUMMARIZERS = {"spider": summarize_sql, "bird": summarize_sql, "ifeval": summarize_instructions,
+               "ifbench": summarize_instructions, "muldimif": summarize_muldimif, "bfcl": summarize_bfcl}
+
+
+def headline_columns(benchmark: str, summary: dict[str, Any]) -> list[tuple[str, float | None]]:
+    """The (column name, value) pairs a benchmark contributes to the combined table (and its average)."""
+    if benchmark in ("spider", "bird"):
+        return [(f"{benchmark.capitalize() if benchmark == 'spider' else 'BIRD'} EX", summary["ex"])]
+    if benchmark in ("ifeval", "ifbench"):
+        name = "IFEval" if benchmark == "ifeval" else "IFBench"
+        return [(f"{name} prompt", summary["prompt_strict"]), (f"{name} inst", summary["inst_strict"])]
+    if benchmark == "muldimif":
+        return [("MulDimIF", summary["all_constraints"])]
+    cols = [(name, summary[key]) for name, key in (("BFCL non-live", "non_live_ast"), ("BFCL live", "live_ast"))
+            if summary[key] is not None]
+    return cols or [("BFCL AST", summary["ast_mean"])]
+
+
+def summarize(benchmark: str, records: list[dict]) -> dict[str, Any]:
+    """Official aggregate numbers of one benchmark (percentages) plus its ``headline`` columns."""
+    summary = SUMMARIZERS[benchmark](records)
+    summary["headline"] = dict(headline_columns(benchmark, summary))
+    return summary
+
+
+def score_one(example: EvalExample, response: str, answer: Any = None, **options: Any) -> dict[str, Any]:
+    """Score one response; the record carries id, prompt, response, meta fields and the scorer's fields."""
+    scorer = SCORERS[example.benchmark]
+    opts = options if example.benchmark in ("spider", "bird") else {}
+    result = scorer(example, response, answer, **opts)
+    return {"id": example.id, "benchmark": example.benchmark, **example.meta, "prompt": example.prompt,
+            "response": response, **result}
