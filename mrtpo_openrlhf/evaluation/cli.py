@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", action="append", default=[], metavar="[BENCHMARK=]PATH",
                    help="benchmark data folder in its official layout (default: the bundled mini fixtures)")
     p.add_argument("--out", help="output folder (default runs/eval/<timestamp>)")
-    p.add_argument("--limit", type=int, help="first N examples of each benchmark")
+    p.add_argument("--limit", type=int, help="first N examples of each benchmark (of each category for BFCL)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=1024)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")

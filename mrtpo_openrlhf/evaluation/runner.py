@@ -100,6 +100,18 @@ def check_prediction_ids(benchmark: str, examples: Sequence[EvalExample], predic
                            f"{' ...' if len(unknown) > 5 else ''} (example ids look like {next(iter(known), '?')!r})")
 
 
+def limit_examples(examples: Sequence[EvalExample], limit: int) -> list[EvalExample]:
+    """The first ``limit`` examples; for BFCL the first ``limit`` of each category."""
+    taken: dict[str, int] = {}
+    out = []
+    for ex in examples:
+        group = ex.meta.get("category", "") if ex.benchmark == "bfcl" else ""
+        if taken.get(group, 0) < limit:
+            taken[group] = taken.get(group, 0) + 1
+            out.append(ex)
+    return out
+
+
 def score_examples(examples: Sequence[EvalExample], responses: Sequence[Prediction | None], cfg: EvalConfig,
                    desc: str = "scoring") -> list[dict[str, Any]]:
     """One record per example, in order; SQL benchmarks are scored on ``cfg.workers`` threads."""
@@ -193,7 +205,7 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
         for bench in benchmarks:
             check_prediction_ids(bench, examples[bench], predictions[bench])
     if cfg.limit is not None:
-        examples = {b: exs[: cfg.limit] for b, exs in examples.items()}
+        examples = {b: limit_examples(exs, cfg.limit) for b, exs in examples.items()}
 
     records: dict[str, list[dict]] = {}
     summaries: dict[str, dict] = {}
