@@ -1,0 +1,342 @@
+"""The diagnostics pipeline: responses -> rewards -> replay of every pair -> statistics -> files.
+
+It follows the training path (``adapter.experience_maker``): the prompt is the chat-templated row prompt
+(OpenRLHF's ``--data.apply_chat_template``), the reward is the task's own ``reward_func`` called on
+``prompt + decoded response`` with the row's label, and the replay requests come from
+``core.request_from_text`` with the same block separator. Unlike training, every (response, reward)
+pair with a non-empty block is replayed, whatever its group advantage.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from mrtpo_openrlhf.core import chat_suffix_text, replay_relevance, request_from_text
+from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, write_jsonl
+from mrtpo_openrlhf.rewards.contract import RewardVector, parse_extra_logs
+from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func
+
+from .html import render_page
+from .spans import locate_spans, spans_to_token_mask, token_char_offsets
+from .stats import pair_stats, summarize
+
+BLOCK_SEPARATOR = "\n\n"  # the training default (--algo.mrtpo.block_separator)
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DEFAULT_DATA = {
+    "sql": DATA_DIR / "sql" / "train_mini.jsonl",
+    "instruction": DATA_DIR / "instructions" / "train_mini.jsonl",
+    "tool": DATA_DIR / "tool" / "train_mini.jsonl",
+}
+
+
+class DiagnoseError(ValueError):
+    """Bad input to the diagnostics (model, data, responses); the message says what to fix."""
+
+
+@dataclass
+class Sample:
+    """One response to diagnose.
+
+    prompt: the chat-templated prompt text (what the model was conditioned on);
+    response_ids: the response token ids (as sampled, or tokenized from a --responses file).
+    """
+
+    prompt_index: int
+    sample: int
+    prompt: str
+    label: Any
+    response_ids: list[int]
+
+
+# ------------------------------------------------------------------------------------------- inputs
+def resolve_model(model: str) -> Path:
+    """``smollm2`` -> the cached SmolLM2 HF folder; otherwise an existing HF model folder."""
+    if model == "smollm2":
+        from mrtpo_openrlhf.models import ensure_smollm2
+
+        return ensure_smollm2()
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise DiagnoseError(f"--model {model!r}: not a folder (give an HF model folder or 'smollm2')")
+    if not (path / "config.json").is_file():
+        raise DiagnoseError(f"--model {model!r}: no config.json inside, not an HF model folder")
+    return path
+
+
+def infer_task(label: Any) -> str:
+    """Task of a row from its label's shape: SQL has "gold", tool calling "functions", instructions
+    "instruction_id_list"/"constraints"."""
+    if isinstance(label, str):
+        try:
+            label = json.loads(label)
+        except json.JSONDecodeError:
+            label = None
+    if isinstance(label, dict):
+        if "gold" in label:
+            return "sql"
+        if "functions" in label or "ground_truth" in label:
+            return "tool"
+        if "instruction_id_list" in label or "constraints" in label:
+            return "instruction"
+    raise DiagnoseError("cannot tell the task from the label; pass --task sql|instruction|tool")
+
+
+def resolve_data(data: str, task: str | None) -> tuple[Path, str]:
+    """--data (a task name for its bundled mini set, or a JSONL path) -> (path, task)."""
+    if task is not None and task not in TASKS:
+        raise DiagnoseError(f"--task {task!r}: choose from {', '.join(sorted(TASKS))}")
+    if data in DEFAULT_DATA:
+        if task is not None and task != data:
+            raise DiagnoseError(f"--data {data} is the bundled {data} set but --task is {task}")
+        return DEFAULT_DATA[data], data
+    path = Path(data).expanduser()
+    if not path.is_file():
+        raise DiagnoseError(f"--data {data!r}: no such file and not a task name ({', '.join(sorted(DEFAULT_DATA))})")
+    if task is None:
+        rows = load_rows(path, limit=1, need=("prompt", "label"))
+        task = infer_task(rows[0]["label"])
+    return path, task
+
+
+def load_rows(path: Path, limit: int | None = None, need: Sequence[str] = ("prompt", "label")) -> list[dict]:
+    """JSONL rows with the fields ``need`` (``prompt``/``response`` must be strings); DiagnoseError names
+    the file and line of a bad row."""
+
+    def check(row: dict) -> None:
+        for key in need:
+            if key not in row:
+                raise ValueError(f"missing field {key!r}")
+        for key in ("prompt", "response"):
+            if key in need and not isinstance(row[key], str):
+                raise ValueError(f"field {key!r} must be a string")
+
+    try:
+        rows = read_jsonl(path, check)
+    except DatasetError as exc:
+        raise DiagnoseError(str(exc)) from None
+    if not rows:
+        raise DiagnoseError(f"{path}: no rows")
+    return rows[:limit] if limit else rows
+
+
+def template_prompt(tokenizer: Any, prompt: str) -> str:
+    """The prompt as OpenRLHF's --data.apply_chat_template renders it (one user turn + assistant header);
+    a prompt already ending with the template's assistant header is kept as is."""
+    suffix = chat_suffix_text(tokenizer)
+    if not suffix or prompt.endswith(suffix):
+        return prompt
+    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                         add_generation_prompt=True)
+
+
+def encode(tokenizer: Any, text: str) -> list[int]:
+    """Token ids without added special tokens (the templated text carries its own), as the replay does."""
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+# ------------------------------------------------------------------------------------------- responses
+def cut_at_eos(ids: Sequence[int], eos_ids: Sequence[int]) -> list[int]:
+    """Response ids up to and including the first end-of-sequence token (padding after it dropped)."""
+    out = []
+    for tok in ids:
+        out.append(int(tok))
+        if tok in eos_ids:
+            break
+    return out
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    eos = eos if isinstance(eos, list) else [eos]
+    return [int(e) for e in eos + [tokenizer.eos_token_id] if e is not None]
+
+
+@torch.no_grad()
+def generate_samples(model: Any, tokenizer: Any, rows: Sequence[dict], samples_per_prompt: int,
+                     max_new_tokens: int, temperature: float, seed: int = 0) -> list[Sample]:
+    """Sample ``samples_per_prompt`` responses per row with transformers' generate (one prompt per call)."""
+    from tqdm.auto import tqdm
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    eos = _eos_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
+    samples = []
+    for i, row in enumerate(tqdm(rows, desc="generate", unit="prompt")):
+        prompt = template_prompt(tokenizer, row["prompt"])
+        ids = torch.tensor([encode(tokenizer, prompt)], dtype=torch.long)
+        sampling = dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature > 0 else \
+            dict(do_sample=False)
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                             num_return_sequences=samples_per_prompt, pad_token_id=pad, eos_token_id=eos,
+                             **sampling)
+        for s in range(samples_per_prompt):
+            samples.append(Sample(i, s, prompt, row["label"], cut_at_eos(out[s, ids.shape[1]:].tolist(), eos)))
+    return samples
+
+
+def read_samples(tokenizer: Any, path: Path, limit: int | None = None) -> list[Sample]:
+    """Samples from a --responses JSONL: rows {"prompt", "response", "label"} (optionally "response_ids",
+    used as is). Rows with the same prompt share a prompt index; the response text is tokenized otherwise."""
+    rows = load_rows(path, None, need=("prompt", "response", "label"))
+    prompt_index: dict[str, int] = {}
+    count: dict[int, int] = {}
+    samples = []
+    for row in rows:
+        if row["prompt"] not in prompt_index:
+            if limit and len(prompt_index) >= limit:
+                continue
+            prompt_index[row["prompt"]] = len(prompt_index)
+        i = prompt_index[row["prompt"]]
+        ids = row.get("response_ids")
+        if ids is None:
+            ids = encode(tokenizer, row["response"])
+        elif not (isinstance(ids, list) and all(isinstance(t, int) for t in ids)):
+            raise DiagnoseError(f"{path}: 'response_ids' must be a list of integers")
+        samples.append(Sample(i, count.get(i, 0), template_prompt(tokenizer, row["prompt"]), row["label"], list(ids)))
+        count[i] = count.get(i, 0) + 1
+    return samples
+
+
+# ------------------------------------------------------------------------------------------- scoring
+def score(task: str, prompt: str, response_text: str, label: Any) -> RewardVector:
+    """The task's reward vector through its OpenRLHF ``reward_func`` (exactly what training receives)."""
+    out = get_reward_func(task)([prompt + response_text], [prompt], [label])
+    vec = parse_extra_logs(out["extra_logs"])
+    if vec is None:
+        raise DiagnoseError(f"the {task} reward_func returned no MRTPO reward vector")
+    return vec
+
+
+def instruction_specs(label: Any, n_rewards: int) -> list[tuple[str, dict] | None]:
+    """(instruction id, kwargs) per reward index of an instruction label (None: MulDimIF or unreadable)."""
+    from mrtpo_openrlhf.rewards.instruction import parse_label
+
+    try:
+        ids, kwargs, _ = parse_label(label)
+    except ValueError:
+        return [None] * n_rewards
+    specs: list[tuple[str, dict] | None] = list(zip(ids, kwargs))
+    return (specs + [None] * n_rewards)[:n_rewards]
+
+
+# ------------------------------------------------------------------------------------------- pipeline
+def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], temperature: float = 1.0,
+             micro_batch_size: int = 4, chunk_size: int = 256) -> tuple[list[dict], list[dict], dict]:
+    """Score and replay ``samples``.
+
+    Returns (records, responses, summary): one record per (response, reward) pair (the relevance.jsonl
+    rows), the per-response view the page renders, and ``stats.summarize`` of the records.
+    """
+    from tqdm.auto import tqdm
+
+    texts, vectors = [], []
+    for s in tqdm(samples, desc="score", unit="resp"):
+        text = tokenizer.decode(s.response_ids, skip_special_tokens=False)
+        texts.append(text)
+        vectors.append(score(task, s.prompt, text, s.label))
+
+    num_rewards = max((len(v.items) for v in vectors), default=0)
+    requests, rows = [], []
+    for i, (s, vec) in enumerate(zip(samples, vectors)):
+        ks = [k for k, item in enumerate(vec.items) if item.block]
+        if ks and s.response_ids:
+            requests.append(request_from_text(tokenizer, s.prompt, [it.block for it in vec.items], s.response_ids,
+                                              ks, BLOCK_SEPARATOR))
+            rows.append(i)
+    q_by_row: dict[int, torch.Tensor] = {}
+    if requests:
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        q, _ = replay_relevance(model, requests, num_rewards, temperature=temperature,
+                                micro_batch_size=micro_batch_size, chunk_size=chunk_size, pad_token_id=pad,
+                                progress=True)
+        q_by_row = {i: q[r, :, : len(samples[i].response_ids)] for r, i in enumerate(rows)}
+    request_of = dict(zip(rows, requests))
+
+    records, responses = [], []
+    for i, (s, vec, text) in enumerate(zip(samples, vectors, texts)):
+        full_text, offsets = token_char_offsets(tokenizer, s.response_ids)
+        tokens = [tokenizer.decode([t], skip_special_tokens=False) for t in s.response_ids]
+        specs = instruction_specs(s.label, len(vec.items)) if task == "instruction" else [None] * len(vec.items)
+        replayed = set(request_of[i].rewards) if i in request_of else set()
+        rewards = []
+        for k, item in enumerate(vec.items):
+            q_k = q_by_row[i][k].tolist() if k in replayed else None
+            spans = locate_spans(task, full_text, specs[k])
+            masks = {kind: spans_to_token_mask(offsets, sp) for kind, sp in spans.items()}
+            stats = pair_stats(q_k if q_k is not None else [0.0] * len(tokens), masks)
+            record = {
+                "response_index": i, "prompt_index": s.prompt_index, "sample": s.sample,
+                "reward": item.name, "value": float(item.value), "reason": item.reason, "block": item.block,
+                "replayed": k in replayed, "tokens": tokens, "token_ids": list(s.response_ids),
+                "q": q_k, "spans": {kind: [list(x) for x in sp] for kind, sp in spans.items()}, "stats": stats,
+            }
+            records.append(record)
+            rewards.append({"name": item.name, "value": item.value, "reason": item.reason, "block": item.block,
+                            "q": q_k, "stats": stats, "span_masks": masks})
+        responses.append({"prompt_index": s.prompt_index, "sample": s.sample, "prompt": s.prompt,
+                          "response_text": text, "tokens": tokens, "rewards": rewards})
+    summary = summarize([r for r in records if r["replayed"]])
+    summary["pairs_total"] = len(records)
+    summary["pairs_replayed"] = sum(r["replayed"] for r in records)
+    return records, responses, summary
+
+
+def write_outputs(out_dir: Path, records: Sequence[dict], responses: Sequence[dict], summary: dict,
+                  run_info: dict) -> dict[str, Path]:
+    """Write index.html, relevance.jsonl and summary.json into ``out_dir``; return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"html": out_dir / "index.html", "jsonl": out_dir / "relevance.jsonl", "summary": out_dir / "summary.json"}
+    write_jsonl(paths["jsonl"], records)
+    paths["summary"].write_text(json.dumps({"run": run_info, **summary}, indent=2, ensure_ascii=False) + "\n",
+                                encoding="utf-8")
+    paths["html"].write_text(render_page(summary, responses, run_info), encoding="utf-8")
+    return paths
+
+
+def run(model: str, data: str | None, out: str, responses: str | None = None, task: str | None = None,
+        limit: int | None = None, samples_per_prompt: int = 2, max_new_tokens: int = 128,
+        temperature: float = 1.0, seed: int = 0, micro_batch_size: int = 4) -> dict[str, Path]:
+    """Everything ``python -m mrtpo_openrlhf.diagnose`` does; returns the written paths."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if samples_per_prompt < 1 or max_new_tokens < 1 or (limit is not None and limit < 1):
+        raise DiagnoseError("--samples-per-prompt, --max-new-tokens and --limit must be >= 1")
+    if temperature < 0:
+        raise DiagnoseError("--temperature must be >= 0")
+    if temperature == 0 and samples_per_prompt > 1 and responses is None:
+        raise DiagnoseError("--temperature 0 (greedy) gives identical samples: use --samples-per-prompt 1")
+    if responses is not None and not Path(responses).expanduser().is_file():
+        raise DiagnoseError(f"--responses {responses!r}: no such file")
+    data_path = None
+    if responses is None or data is not None:
+        if data is None:
+            raise DiagnoseError("--data is required unless --responses is given")
+        data_path, task = resolve_data(data, task)
+    elif task is None:
+        task = infer_task(load_rows(Path(responses).expanduser(), 1, need=("prompt", "response", "label"))[0]["label"])
+    elif task not in TASKS:
+        raise DiagnoseError(f"--task {task!r}: choose from {', '.join(sorted(TASKS))}")
+    model_path = resolve_model(model)
+    t0 = time.time()
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    lm = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).eval()
+    if responses is not None:
+        samples = read_samples(tokenizer, Path(responses).expanduser(), limit)
+        source = str(responses)
+    else:
+        rows = load_rows(data_path, limit)
+        samples = generate_samples(lm, tokenizer, rows, samples_per_prompt, max_new_tokens, temperature, seed)
+        source = str(data_path)
+    replay_temperature = temperature if temperature > 0 else 1.0
+    records, views, summary = diagnose(lm, tokenizer, task, samples, replay_temperature, micro_batch_size)
+    run_info = {"model": model if model == "smollm2" else str(model_path), "task": task, "data": source,
+                "responses": len(samples), "pairs replayed": f'{summary["pairs_replayed"]}/{summary["pairs_total"]}',
+                "temperature": temperature, "seconds": round(time.time() - t0, 1)}
+    return write_outputs(Path(out).expanduser(), records, views, summary, run_info)

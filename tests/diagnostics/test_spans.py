@@ -1,0 +1,121 @@
+"""Span locators on hand-written responses, and the character -> token mapping."""
+import pytest
+
+from mrtpo_openrlhf.diagnostics.spans import (constraint_target_spans, locate_spans, merge_spans,
+                                              select_column_spans, spans_to_token_mask, tag_spans,
+                                              token_char_offsets, tool_argument_spans)
+
+
+def texts(text, spans):
+    return [text[s:e] for s, e in spans]
+
+
+SQL_RESPONSE = ("<think>\nCount per author; use a subquery.\n</think>\n```sql\n"
+                "SELECT a.name, count(*) AS n FROM authors AS a WHERE a.id IN (SELECT author_id FROM books)\n"
+                "GROUP BY a.name\n```<|im_end|>")
+
+
+def test_tags_in_sql_response():
+    assert texts(SQL_RESPONSE, tag_spans(SQL_RESPONSE)) == ["<think>", "</think>", "```sql", "```"]
+
+
+def test_select_columns():
+    assert texts(SQL_RESPONSE, select_column_spans(SQL_RESPONSE)) == ["a.name, count(*) AS n"]
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("SELECT DISTINCT title FROM books", "title"),
+    ("select (SELECT max(price) FROM books), 'from' from books", "(SELECT max(price) FROM books), 'from'"),
+    ("SELECT 1;", "1"),
+    ("WITH x AS (SELECT a FROM t) SELECT b , c FROM x", "b , c"),
+])
+def test_select_columns_variants(sql, expected):
+    text = f"<think>ok</think>\n```sql\n{sql}\n```"
+    assert texts(text, select_column_spans(text)) == [expected]
+
+
+def test_select_columns_absent():
+    assert select_column_spans("<think>no query</think> sorry") == []
+
+
+TOOL_RESPONSE = ('<think>Use <tool_call> for weather.</think>\n<tool_call>\n'
+                 '{"name": "get_weather", "arguments": {"city": "Paris, FR", "days": 3, '
+                 '"opts": {"unit": ["C", "F"]}}}\n</tool_call>')
+
+
+def test_tool_arguments_single_call():
+    assert texts(TOOL_RESPONSE, tool_argument_spans(TOOL_RESPONSE)) == ['"Paris, FR"', "3", '{"unit": ["C", "F"]}']
+    # tags inside the reasoning are tags too (the format verifier counts them)
+    assert texts(TOOL_RESPONSE, tag_spans(TOOL_RESPONSE)) == ["<think>", "<tool_call>", "</think>", "<tool_call>",
+                                                              "</tool_call>"]
+
+
+def test_tool_arguments_parallel_calls_and_invalid_json():
+    text = ('<think>x</think><tool_call>[{"name": "a", "arguments": {"x": 1.5}}, '
+            '{"name": "b", "arguments": {"y": null, "z": "s"}}]</tool_call>')
+    assert texts(text, tool_argument_spans(text)) == ["1.5", "null", '"s"']
+    assert tool_argument_spans('<think>x</think><tool_call>{"name": "a", "arguments": {"x": 1,}}</tool_call>') == []
+    assert tool_argument_spans("<think>x</think> no call") == []
+
+
+END = "Is there anything else I can help with?"
+
+
+@pytest.mark.parametrize("text, iid, kwargs, expected", [
+    (f"Rain falls.\n{END}<|im_end|>", "startend:end_checker", {"end_phrase": END}, [END]),
+    (f"<think>{END}</think>Answer. is there anything else i can help with?", "startend:end_checker",
+     {"end_phrase": END}, ["is there anything else i can help with?"]),
+    ("<<A Poem>>\nRain <<not>> here", "detectable_format:title", {}, ["<<A Poem>>"]),
+    ("Body text.\n\nP.S. see you\n<|im_end|>", "detectable_content:postscript", {"postscript_marker": "P.S."},
+     ["P.S. see you"]),
+    ("Blue sky, BLUE sea, and rain.", "keywords:existence", {"keywords": ["blue", "rain"]}, ["Blue", "BLUE", "rain"]),
+    ('"All wrapped."<|im_end|>', "startend:quotation", {}, ['"', '"']),
+    ("No end phrase here.", "startend:end_checker", {"end_phrase": END}, []),
+    ("Anything.", "punctuation:no_comma", {}, []),
+])
+def test_constraint_targets(text, iid, kwargs, expected):
+    assert texts(text, constraint_target_spans(text, iid, kwargs)) == expected
+
+
+def test_locate_spans_by_task():
+    assert set(locate_spans("sql", SQL_RESPONSE)) == {"tags", "select_columns"}
+    assert set(locate_spans("tool", TOOL_RESPONSE)) == {"tags", "tool_arguments"}
+    out = locate_spans("instruction", f"x {END}", ("startend:end_checker", {"end_phrase": END}))
+    assert texts(f"x {END}", out["target"]) == [END]
+    with pytest.raises(ValueError, match="unknown task"):
+        locate_spans("chess", "x")
+
+
+def test_merge_and_mask():
+    assert merge_spans([(5, 7), (0, 2), (2, 3), (6, 9), (4, 4)]) == [(0, 3), (5, 9)]
+    offsets = [(0, 3), (3, 5), (5, 5), (5, 9)]
+    assert spans_to_token_mask(offsets, [(4, 6)]) == [False, True, False, True]
+    assert spans_to_token_mask(offsets, []) == [False] * 4
+
+
+class ByteTokenizer:
+    """Each id is one byte (a byte-level BPE in miniature): a multi-byte character spans several ids."""
+
+    def decode(self, ids, skip_special_tokens=False):
+        return bytes(ids).decode("utf-8", errors="replace")
+
+
+def test_offsets_with_split_multibyte_character():
+    ids = list("aéb".encode())  # a, 0xC3, 0xA9, b
+    text, offsets = token_char_offsets(ByteTokenizer(), ids)
+    assert text == "aéb"
+    assert offsets == [(0, 1), (1, 1), (1, 2), (2, 3)]  # é belongs to the token completing it
+
+
+def test_offsets_with_real_tokenizer_map_select_list():
+    from mrtpo_openrlhf.models.prepare import load_smollm2_tokenizer
+
+    tok = load_smollm2_tokenizer()
+    ids = tok(SQL_RESPONSE, add_special_tokens=False)["input_ids"]
+    text, offsets = token_char_offsets(tok, ids)
+    assert text == SQL_RESPONSE
+    assert offsets[0][0] == 0 and offsets[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(offsets, offsets[1:]))  # contiguous, monotone
+    mask = spans_to_token_mask(offsets, select_column_spans(text))
+    picked = "".join(tok.decode([t]) for t, m in zip(ids, mask) if m)
+    assert "a.name, count(*) AS n" in picked and "FROM" not in picked
