@@ -7,8 +7,9 @@ left out of the statistics, never guessed).
 
 Span kinds:
 
-- ``tags``: layout tags: ``<think>``, ``</think>``, ``<tool_call>``, ``</tool_call>`` and code fences
-  (the opening fence with its info string, e.g. ```` ```sql ````, and the closing fence).
+- ``tags``: the layout tags the task's format verifier checks: ``<think>`` and ``</think>`` always; for SQL
+  the code fences (the opening fence with its info string, e.g. ```` ```sql ````, and the closing fence);
+  for tool calling ``<tool_call>`` and ``</tool_call>``.
 - ``select_columns`` (SQL): the SELECT list of the outermost statement of the extracted query, from after
   ``SELECT [DISTINCT|ALL]`` up to its top-level ``FROM`` (or the end of the statement).
 - ``tool_arguments`` (tool calling): every argument value (the JSON text of the value) of every call in
@@ -16,8 +17,8 @@ Span kinds:
 - ``target`` (instruction following, the constraint's own reward only), for these ids:
   ``startend:end_checker`` (last occurrence of the end phrase), ``detectable_format:title`` (the first
   ``<<title>>``), ``detectable_content:postscript`` (the marker through the end of its line),
-  ``keywords:existence`` / ``keywords:frequency`` / ``keywords:forbidden_words`` (every occurrence of a
-  keyword, case-insensitive, whole text matched literally), ``startend:quotation`` (the opening and closing
+  ``keywords:existence`` / ``keywords:frequency`` / ``keywords:forbidden_words`` (every case-insensitive
+  literal occurrence of a keyword; whole words only for forbidden words, as their checker matches), ``startend:quotation`` (the opening and closing
   double quotes). Other constraints have no target span.
 """
 from __future__ import annotations
@@ -48,7 +49,14 @@ TARGET_IDS = (
     "startend:quotation",
 )
 
-_TAG_RE = re.compile(r"</?think>|</?tool_call>|```[A-Za-z0-9_+-]*")
+_THINK_TAGS, _CALL_TAGS, _FENCES = r"</?think>", r"</?tool_call>", r"```[A-Za-z0-9_+-]*"
+# The layout tags each task's format verifier checks (None: all of them).
+_TAG_RES = {
+    None: re.compile("|".join((_THINK_TAGS, _CALL_TAGS, _FENCES))),
+    "sql": re.compile("|".join((_THINK_TAGS, _FENCES))),
+    "tool": re.compile("|".join((_THINK_TAGS, _CALL_TAGS))),
+    "instruction": re.compile(_THINK_TAGS),
+}
 _END_MARKER_RE = re.compile(r"(?:\s*(?:<\|[^<>|\s]{1,40}\|>|</s>|<eos>|<end_of_turn>))+\s*\Z")
 _THINK_CLOSE = "</think>"
 
@@ -72,9 +80,10 @@ def content_end(text: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- tags
-def tag_spans(text: str) -> list[Span]:
-    """Layout tags and code fences (see the module docstring)."""
-    return merge_spans([m.span() for m in _TAG_RE.finditer(text)])
+def tag_spans(text: str, task: str | None = None) -> list[Span]:
+    """Layout tags of ``task``: think tags everywhere, code fences for sql, tool_call tags for tool
+    (``task=None``: all of them)."""
+    return merge_spans([m.span() for m in _TAG_RES[task].finditer(text)])
 
 
 # ---------------------------------------------------------------------------------------------- SQL
@@ -212,12 +221,13 @@ def tool_argument_spans(text: str) -> list[Span]:
 
 
 # ---------------------------------------------------------------------------------------------- instruction
-def _literal_spans(text: str, needles: Sequence[str], limit: int) -> list[Span]:
+def _literal_spans(text: str, needles: Sequence[str], limit: int, whole_words: bool = False) -> list[Span]:
     spans: list[Span] = []
     for needle in needles:
         needle = str(needle).strip()
         if needle:
-            spans.extend(m.span() for m in re.finditer(re.escape(needle), text[:limit], flags=re.IGNORECASE))
+            pattern = rf"\b{re.escape(needle)}\b" if whole_words else re.escape(needle)
+            spans.extend(m.span() for m in re.finditer(pattern, text[:limit], flags=re.IGNORECASE))
     return merge_spans(spans)
 
 
@@ -256,7 +266,7 @@ def constraint_target_spans(text: str, instruction_id: str, kwargs: dict | None)
     if instruction_id == "keywords:frequency":
         return [s for s in _literal_spans(text, [kwargs.get("keyword", "")], end) if s[0] >= begin]
     if instruction_id == "keywords:forbidden_words":
-        return [s for s in _literal_spans(text, kwargs.get("forbidden_words") or [], end) if s[0] >= begin]
+        return [s for s in _literal_spans(text, kwargs.get("forbidden_words") or [], end, whole_words=True) if s[0] >= begin]
     if instruction_id == "startend:quotation":
         body = text[begin:end]
         lead = len(body) - len(body.lstrip())
@@ -320,7 +330,7 @@ def locate_spans(task: str, text: str, instruction: tuple[str, dict] | None = No
     out: dict[str, list[Span]] = {}
     for kind in TASK_SPAN_KINDS[task]:
         if kind == "tags":
-            out[kind] = tag_spans(text)
+            out[kind] = tag_spans(text, task)
         elif kind == "select_columns":
             out[kind] = select_column_spans(text)
         elif kind == "tool_arguments":

@@ -70,11 +70,19 @@ END = "Is there anything else I can help with?"
      ["P.S. see you"]),
     ("Blue sky, BLUE sea, and rain.", "keywords:existence", {"keywords": ["blue", "rain"]}, ["Blue", "BLUE", "rain"]),
     ('"All wrapped."<|im_end|>', "startend:quotation", {}, ['"', '"']),
+    ("Training in the rain.", "keywords:forbidden_words", {"forbidden_words": ["rain"]}, ["rain"]),
     ("No end phrase here.", "startend:end_checker", {"end_phrase": END}, []),
     ("Anything.", "punctuation:no_comma", {}, []),
 ])
 def test_constraint_targets(text, iid, kwargs, expected):
     assert texts(text, constraint_target_spans(text, iid, kwargs)) == expected
+
+
+def test_tags_follow_the_task_layout():
+    text = "<think>a</think>\n```python\nx\n```\n<tool_call>[]</tool_call>"
+    assert texts(text, tag_spans(text, "sql")) == ["<think>", "</think>", "```python", "```"]
+    assert texts(text, tag_spans(text, "tool")) == ["<think>", "</think>", "<tool_call>", "</tool_call>"]
+    assert texts(text, tag_spans(text, "instruction")) == ["<think>", "</think>"]
 
 
 def test_locate_spans_by_task():
