@@ -96,3 +96,23 @@ def test_generation_on_tiny_model(tmp_path, tiny_model_dir):
     assert any(r["replayed"] for r in recs)  # the format block is never empty
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run"]["task"] == "tool" and summary["run"]["responses"] == 4
+
+
+def test_empty_response_and_given_ids(tmp_path, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    row = read_jsonl(DEFAULT_DATA["tool"])[0]
+    ids = tok("<think>ok</think><tool_call>[]</tool_call>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    responses = tmp_path / "r.jsonl"
+    write_jsonl(responses, [{"prompt": row["prompt"], "response": "", "label": row["label"]},
+                            {"prompt": row["prompt"], "response": "ignored", "response_ids": ids, "label": row["label"]}])
+    out = tmp_path / "out"
+    assert main(["--model", str(tiny_model_dir), "--responses", str(responses), "--out", str(out)]) == 0
+    recs = read_jsonl(out / "relevance.jsonl")
+    empty = [r for r in recs if r["response_index"] == 0]
+    assert all(not r["replayed"] and r["tokens"] == [] for r in empty)
+    given = [r for r in recs if r["response_index"] == 1]
+    assert all(r["token_ids"] == ids for r in given)
+    assert given[0]["reward"] == "format" and given[0]["value"] == 1.0  # scored on the decoded ids, not "ignored"
+    assert [r["sample"] for r in recs] == [0, 0, 1, 1]
