@@ -109,8 +109,10 @@ class RayHead:
     command: List[str]
 
     def stop(self, grace_seconds: float = 10.0) -> int:
-        """Terminate this head's process group and any process naming its temp dir; returns how many."""
-        return stop_processes([self.pgid], str(self.temp_dir), grace_seconds)
+        """Terminate this head's processes, remove its temp dir; returns how many would not die."""
+        left = stop_processes([self.pgid], str(self.temp_dir), grace_seconds)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return left
 
 
 def ray_start_command(
