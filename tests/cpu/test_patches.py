@@ -15,7 +15,7 @@ import torch
 from mrtpo_openrlhf.cpu import SITE_DIR, hooks, patches
 from mrtpo_openrlhf.cpu.flash_attn_stub import index_first_axis, pad_input, unpad_input
 from mrtpo_openrlhf.cpu.gloo_sync import GlooWeightSyncGroup
-from mrtpo_openrlhf.cpu.metrics import append_step, numeric_metrics, read_metrics
+from mrtpo_openrlhf.metrics import append_step, numeric_metrics, read_metrics
 
 REPO = SITE_DIR.parents[2]
 
@@ -247,38 +247,44 @@ def test_flash_attn_stub_serves_only_the_needed_modules():
 # ---------------------------------------------------------------- gloo weight sync
 
 
-def _gloo_peer(port, queue):
-    group = GlooWeightSyncGroup("127.0.0.1", port, 1, 2)
-    received = torch.zeros(3, 4, dtype=torch.bfloat16)
-    group.broadcast(received, src=0, stream=None)
-    strided = torch.zeros(4, 3, dtype=torch.bfloat16).t()  # non-contiguous view
-    group.broadcast(strided, src=0)
-    queue.put((received.float().tolist(), strided.float().tolist()))
+GLOO_RANK = """
+import json, sys, torch
+from mrtpo_openrlhf.cpu.gloo_sync import GlooWeightSyncGroup
+port, rank = int(sys.argv[1]), int(sys.argv[2])
+group = GlooWeightSyncGroup("127.0.0.1", port, rank, 2)
+sent = torch.arange(12, dtype=torch.bfloat16).view(3, 4)
+plain = sent.clone() if rank == 0 else torch.zeros(3, 4, dtype=torch.bfloat16)
+strided = (sent + 1).t().contiguous().t() if rank == 0 else torch.zeros(4, 3, dtype=torch.bfloat16).t()
+group.broadcast(plain, src=0, stream=None)
+group.broadcast(strided, src=0)  # a non-contiguous view on the receiving side
+print(json.dumps([plain.float().tolist(), strided.float().tolist()]))
+"""
 
 
 def test_gloo_group_moves_bf16_bytes():
+    """Two separate processes (rank 0 sends, rank 1 receives) over the stateless gloo group."""
     pytest.importorskip("vllm.distributed.utils")
-    import multiprocessing as mp
-
     from mrtpo_openrlhf.launch.runner import free_port
 
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    peer = ctx.Process(target=_gloo_peer, args=(port, queue))
-    peer.start()
+    port = str(free_port())
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    ranks = [
+        subprocess.Popen([sys.executable, "-c", GLOO_RANK, port, str(rank)], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for rank in (0, 1)
+    ]
     try:
-        group = GlooWeightSyncGroup("127.0.0.1", port, 0, 2)
-        sent = torch.arange(12, dtype=torch.bfloat16).view(3, 4)
-        group.broadcast(sent, src=0)
-        group.broadcast(sent.t().contiguous().t() + 1, src=0)
-        received, strided = queue.get(timeout=120)
+        outputs = [proc.communicate(timeout=120) for proc in ranks]
     finally:
-        peer.join(timeout=60)
-        if peer.is_alive():
-            peer.kill()
-    assert received == sent.float().tolist()
-    assert strided == (sent + 1).float().tolist()
+        for proc in ranks:
+            if proc.poll() is None:
+                proc.kill()
+    for proc, (_, err) in zip(ranks, outputs):
+        assert proc.returncode == 0, err[-2000:]
+    expected = torch.arange(12, dtype=torch.float32).view(3, 4)
+    received, strided = json.loads(outputs[1][0].strip().splitlines()[-1])
+    assert received == expected.tolist()
+    assert strided == (expected + 1).tolist()
 
 
 def test_gloo_group_rejects_non_cpu_tensor():
