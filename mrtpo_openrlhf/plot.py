@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from mrtpo_openrlhf.cpu.metrics import is_finite
-from mrtpo_openrlhf.cpu.metrics import read_metrics as read_metrics_jsonl
+from mrtpo_openrlhf.metrics import is_finite
+from mrtpo_openrlhf.metrics import read_metrics as read_metrics_jsonl
 
 DEFAULT_KEYS = ("reward/*/mean", "mrtpo/replayed_pairs_frac", "mrtpo/replay_share_of_step")
 METRICS_FILE = "metrics.jsonl"
@@ -35,7 +35,7 @@ def metrics_path(source: str | Path) -> Path:
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
-    """Rows of a metrics JSONL (parsed by ``cpu.metrics.read_metrics``: a torn last line is skipped), sorted
+    """Rows of a metrics JSONL (parsed by ``mrtpo_openrlhf.metrics.read_metrics``: a torn last line is skipped), sorted
     by ``step`` (the line order when absent); non-numeric and non-finite values are dropped."""
     try:
         records = read_metrics_jsonl(path)

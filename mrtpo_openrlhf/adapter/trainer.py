@@ -1,13 +1,13 @@
 """Trainer side: upstream's PPOTrainer with our samples generator, experience maker and metrics."""
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import ray
 from openrlhf.trainer.ppo_trainer import PPOTrainer
 
+from ..metrics import append_step
 from .experience_maker import MRTPOExperienceMaker
 from .samples_generator import MRTPOSamplesGenerator
 
@@ -31,7 +31,8 @@ class MRTPOPPOTrainerBase(PPOTrainer.__ray_actor_class__):
             actor_model_group, critic_model_group, reward_model_group, reference_model_group,
             self.kl_ctl, strategy, tokenizer,
         )
-        self.metrics_path = os.environ.get("MRTPO_METRICS_JSONL") or None
+
+    writes_metrics_jsonl = True  # the CPU layer's metrics patch stands aside for this trainer
 
     def train_step(self, rollout_samples, global_step):
         self.experience_maker.global_step = global_step
@@ -43,20 +44,14 @@ class MRTPOPPOTrainerBase(PPOTrainer.__ray_actor_class__):
             metrics["mrtpo/replay_share_of_step"] = metrics["mrtpo/replay_time"] / max(step_time, 1e-9)
         metrics["timing/step_wall"] = step_time
         status.update(metrics)
-        self._append_metrics(next_step, status)
         return status, next_step
 
-    def _append_metrics(self, step: int, status: dict) -> None:
-        """One JSON line per step (numbers only) when MRTPO_METRICS_JSONL names a file."""
-        if not self.metrics_path:
-            return
-        row = {"step": step}
-        for key, value in status.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                row[key] = float(value)
-        os.makedirs(os.path.dirname(os.path.abspath(self.metrics_path)), exist_ok=True)
-        with open(self.metrics_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row) + "\n")
+    def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
+        """Also append the step's numeric metrics to $MRTPO_METRICS_JSONL (one JSON line per logged step)."""
+        path = os.environ.get("MRTPO_METRICS_JSONL")
+        if path and logs_dict and global_step % self.args.logger.logging_steps == 0:
+            append_step(path, global_step, logs_dict)
+        return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
 
 
 MRTPOPPOTrainer = ray.remote(MRTPOPPOTrainerBase)

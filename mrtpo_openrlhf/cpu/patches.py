@@ -12,7 +12,7 @@ does in every process when ``MRTPO_CPU=1``. Each patch
 Switches (environment):
     MRTPO_CPU=1                     turn the layer on (read by sitecustomize).
     MRTPO_CPU_TORCH_ADAM=0          keep DeepSpeed's compiled CPU Adam (default: plain torch AdamW, no JIT).
-    MRTPO_METRICS_JSONL=PATH        append each logged training step to PATH (see metrics.py).
+    MRTPO_METRICS_JSONL=PATH        append each logged training step to PATH (see mrtpo_openrlhf/metrics.py).
     MRTPO_CPU_SKIP_WEIGHT_SYNC=1    negative control: vLLM receives the weights but does not load them.
     MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
 """
@@ -318,8 +318,10 @@ def metrics_jsonl(module: ModuleType) -> None:
         path = os.environ.get("MRTPO_METRICS_JSONL")
         if env_flag("MRTPO_CPU_DEBUG"):
             print(f"[mrtpo.cpu] metrics step {global_step} -> {path} ({len(logs_dict or {})} entries)", flush=True)
-        if path and logs_dict and global_step % self.args.logger.logging_steps == 0:
-            from .metrics import append_step
+        # The MRTPO trainer writes these lines itself (on GPU too); only upstream's trainer needs the patch.
+        writes_own = getattr(self, "writes_metrics_jsonl", False)
+        if path and logs_dict and not writes_own and global_step % self.args.logger.logging_steps == 0:
+            from ..metrics import append_step
 
             append_step(path, global_step, logs_dict)
         return original(self, global_step, logs_dict, client_states)

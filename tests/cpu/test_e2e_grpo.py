@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo_openrlhf.cpu.metrics import read_metrics
+from mrtpo_openrlhf.metrics import read_metrics
 from mrtpo_openrlhf.launch import cpu_grpo_args, run_openrlhf_cpu, write_prompt_jsonl
 from mrtpo_openrlhf.models import make_tiny_model
 
