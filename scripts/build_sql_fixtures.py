@@ -308,6 +308,13 @@ def main() -> int:
         n = write_jsonl(out / f"{split}_mini.jsonl", rows)
         longest = max(len(r["prompt"]) for r in rows)
         print(f"wrote {n} rows to {out / f'{split}_mini.jsonl'} (longest prompt {longest} chars)")
+    # The CPU demo's training set: the same rows with a worked example of the layout (SmolLM2-135M needs it).
+    rows = convert_examples(spider["train"], "spider", db_root, source="train.json", db_root_in_label=False, one_shot=True)
+    rows += convert_examples(
+        bird["train"], "bird", bird_dir / "dev_databases", source="bird/train.json", db_root_in_label=False, one_shot=True
+    )
+    n = write_jsonl(out / "train_mini_oneshot.jsonl", rows)
+    print(f"wrote {n} rows to {out / 'train_mini_oneshot.jsonl'}")
     return 0
 
 
