@@ -31,6 +31,7 @@ from mrtpo_openrlhf.verifiers.instructions import (MulDimIFConstraint, Unsupport
 from mrtpo_openrlhf.verifiers.sql import (GoldResultCache, bird_set_match, execute_sql, extract_sql,
                                           remove_distinct, spider_result_eq)
 from mrtpo_openrlhf.verifiers.tool import check_bfcl, parse_tool_calls
+from mrtpo_openrlhf.verifiers.response import END_OF_TURN_MARKERS as _END_MARKERS
 
 from .data import EvalExample
 
@@ -38,7 +39,6 @@ SPIDER_TIMEOUT_S = 60.0  # exec_eval.py TIMEOUT (there it never fires; here the 
 BIRD_TIMEOUT_S = 30.0  # BIRD evaluation.py meta_time_out
 EVAL_MAX_ROWS = 1_000_000  # the official scripts fetch everything; past this cap the example counts as wrong
 GOLD_CACHE = GoldResultCache(maxsize=8192)
-_END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>")
 
 
 def _pct(num: float, den: float) -> float | None:

@@ -39,13 +39,13 @@ from typing import Any, Sequence
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.verifiers.response import response_from_query
 from mrtpo_openrlhf.verifiers.instructions import (Checker, MulDimIFConstraint, UnsupportedInstruction,
                                                    build_checker, check_strict)
 
 logger = logging.getLogger(__name__)
 
 FRAC_LOG = "constraints_satisfied_frac"
-_END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>")
 _warned_unsupported: set[str] = set()
 
 
@@ -130,19 +130,7 @@ def locate_block(prompt: str, description: str, min_overlap: float = 0.6) -> str
 def extract_response(query: str, prompt: str) -> str:
     """The model's answer inside OpenRLHF's ``query`` (prompt + response): prompt, end-of-turn markers
     and a leading ``<think>...</think>`` block removed."""
-    query = query if isinstance(query, str) else ""
-    prompt = prompt if isinstance(prompt, str) else ""
-    if prompt and query.startswith(prompt):
-        response = query[len(prompt):]
-    elif "<|im_start|>assistant" in query:
-        response = query.rsplit("<|im_start|>assistant", 1)[1]
-    else:
-        response = query
-    response = response.strip()
-    while any(response.endswith(m) for m in _END_MARKERS):
-        for m in _END_MARKERS:
-            if response.endswith(m):
-                response = response[: -len(m)].rstrip()
+    response = response_from_query(query, prompt)
     if "</think>" in response:
         response = response.split("</think>", 1)[1]
     return response.strip()

@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.verifiers.response import response_from_query
 from mrtpo_openrlhf.verifiers.tool import (
     AST_CATEGORIES,
     TOOL_FORMAT_BLOCK,
@@ -42,33 +43,12 @@ TOOL_REWARD_NAMES = ("format", "correctness")
 PRIMARY_REWARD = "correctness"
 REFERENCE_HEADER = "The correct answer calls:"
 # End-of-turn markers a decoded rollout may still carry (OpenRLHF decodes with special tokens).
-_END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>")
 
 
 def extract_response(query: str, prompt: str) -> str:
-    """The model's response inside OpenRLHF's ``query`` (decoded prompt + response), end markers removed.
-
-    The prompt itself contains the format instructions (with the tags), so it must never be parsed.
-    """
-    query = query if isinstance(query, str) else ""
-    prompt = prompt if isinstance(prompt, str) else ""
-    if prompt and query.startswith(prompt):
-        response = query[len(prompt):]
-    elif prompt.strip() and prompt.strip() in query:
-        response = query.rsplit(prompt.strip(), 1)[1]
-    elif "<|im_start|>assistant" in query:
-        response = query.rsplit("<|im_start|>assistant", 1)[1]
-    else:
-        response = query
-    response = response.strip()
-    changed = True
-    while changed:  # markers can be stacked, e.g. "<|im_end|>\n<|endoftext|>"
-        changed = False
-        for marker in _END_MARKERS:
-            if response.endswith(marker):
-                response = response[: -len(marker)].rstrip()
-                changed = True
-    return response
+    """The model's response inside OpenRLHF's ``query``, end markers removed (the prompt, which quotes the
+    format's tags, is never parsed)."""
+    return response_from_query(query, prompt)
 
 
 def parse_label(label: Any) -> dict:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..response import response_from_query  # noqa: F401 - re-exported for the SQL reward
+
 SQL_FORMAT_BLOCK = (
     "Output format: first reason inside <think> and </think>. Right after </think>, give exactly one SQLite "
     "query in a ```sql fenced code block, and write nothing after the block."
@@ -43,25 +45,6 @@ class FormatCheck:
 def strip_trailing_special_tokens(text: str) -> str:
     """Remove end-of-turn special tokens (``<|im_end|>``, ``<|endoftext|>``, ``</s>``...) at the end."""
     return _TRAILING_SPECIAL_RE.sub("", text)
-
-
-def response_from_query(query: str, prompt: str) -> str:
-    """The response text inside OpenRLHF's ``query`` (decoded prompt + response tokens).
-
-    ``query`` normally starts with ``prompt``; when detokenization changed the prompt slightly, the text after the
-    last occurrence of the prompt's final line is used; failing that, the whole query.
-    """
-    if not isinstance(query, str):
-        return ""
-    if isinstance(prompt, str) and prompt:
-        if query.startswith(prompt):
-            return query[len(prompt):]
-        tail = prompt.rstrip().rsplit("\n", 1)[-1].strip()
-        if tail:
-            idx = query.rfind(tail)
-            if idx >= 0:
-                return query[idx + len(tail):]
-    return query
 
 
 def check_format(response: str) -> FormatCheck:

@@ -1,0 +1,43 @@
+"""The model's response inside OpenRLHF's ``query`` (the decoded prompt + response), shared by every task."""
+from __future__ import annotations
+
+END_OF_TURN_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>")
+
+
+def strip_end_markers(text: str) -> str:
+    """Remove end-of-turn special tokens at the end; they can be stacked (``<|im_end|>\\n<|endoftext|>``)."""
+    text = text.rstrip()
+    changed = True
+    while changed:
+        changed = False
+        for marker in END_OF_TURN_MARKERS:
+            if text.endswith(marker):
+                text = text[: -len(marker)].rstrip()
+                changed = True
+    return text
+
+
+def response_from_query(query: str, prompt: str) -> str:
+    """The response part of ``query``, end-of-turn markers removed.
+
+    ``query`` normally starts with ``prompt``. When detokenization changed the prompt slightly, the text after
+    the last occurrence of the stripped prompt, then of its last line, then of the last assistant header is
+    used; failing all, the whole query. The prompt itself (which quotes the format instructions and their
+    tags) is never part of the result.
+    """
+    if not isinstance(query, str):
+        return ""
+    prompt = prompt if isinstance(prompt, str) else ""
+    stripped = prompt.strip()
+    last_line = prompt.rstrip().rsplit("\n", 1)[-1].strip()
+    if prompt and query.startswith(prompt):
+        response = query[len(prompt):]
+    elif stripped and stripped in query:
+        response = query.rsplit(stripped, 1)[1]
+    elif last_line and last_line in query:
+        response = query.rsplit(last_line, 1)[1]
+    elif "<|im_start|>assistant" in query:
+        response = query.rsplit("<|im_start|>assistant", 1)[1]
+    else:
+        response = query
+    return strip_end_markers(response.strip())
