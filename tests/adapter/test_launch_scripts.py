@@ -1,0 +1,40 @@
+"""The paper-scale launch scripts produce command lines that upstream's parser (with our hook) accepts."""
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_args import parse_upstream
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "examples" / "scripts"
+
+
+@pytest.mark.parametrize("script, estimator", [
+    ("train_mrtpo_sql.sh", "mrtpo"), ("train_gdpo_if.sh", "gdpo"), ("train_grpo_tool.sh", "group_norm"),
+])
+def test_gpu_command_lines_parse(tmp_path, monkeypatch, script, estimator):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: fake'\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", DRY_RUN="1", DATA=str(tmp_path / "rows.jsonl"),
+               OUT=str(tmp_path / "out"))
+    out = subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, check=True).stdout
+    argv = shlex.split(out.strip().splitlines()[-1])
+    assert argv[:3] == ["python", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
+    args = vars(parse_upstream(argv[3:], monkeypatch))
+    assert args["algo.advantage.estimator"] == estimator
+    assert args["algo.mrtpo.beta"] == 0.5 and args["algo.mrtpo.warmup_steps"] == 10
+    assert args["rollout.n_samples_per_prompt"] == 8 and args["ds.zero_stage"] == 3
+
+
+def test_gpu_script_without_data_says_how_to_make_it(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: fake'\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "DATA"}
+    env.update(PATH=f"{fake}:{os.environ['PATH']}", DRY_RUN="1")
+    res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode != 0 and "mrtpo_openrlhf.rewards.sql convert" in res.stderr
