@@ -4,7 +4,6 @@ import os
 import sys
 
 import pytest
-import torch
 
 if importlib.util.find_spec("flash_attn") is None:
     from mrtpo_openrlhf.cpu import flash_attn_stub
@@ -15,18 +14,6 @@ if importlib.util.find_spec("flash_attn") is None:
 sys.path.insert(0, os.path.dirname(__file__))
 
 VOCAB = 101
-
-
-@pytest.fixture(scope="session")
-def tiny_llama():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-    model = LlamaForCausalLM(cfg).eval()
-    model.config._attn_implementation = "sdpa"
-    return model
 
 
 class CharTokenizer:

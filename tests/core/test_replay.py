@@ -1,7 +1,6 @@
 """Replay on a tiny random Llama: batched + left-padded + logits_to_keep == naive per-sample."""
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from mrtpo_openrlhf.core import (
     JOINT,
@@ -18,17 +17,12 @@ from mrtpo_openrlhf.core import (
     tokens_for_mass,
 )
 
-VOCAB = 97
+VOCAB = 101  # tests/conftest.py's tiny_llama
 
 
 @pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    m = LlamaForCausalLM(cfg).eval()
-    m.config._attn_implementation = "sdpa"
-    return m
+def model(tiny_llama):
+    return tiny_llama
 
 
 def rand_ids(g, n):
