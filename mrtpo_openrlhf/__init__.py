@@ -1,0 +1,8 @@
+"""MRTPO on OpenRLHF 0.11.2: reward-specific token-level credit assignment for multi-reward RL.
+
+``core`` (pure torch math) -> ``rewards``/``verifiers`` (reward vectors + verifier blocks) -> ``adapter``
+(OpenRLHF experience maker, actor replay, trainer) -> ``cli`` (training entry point). ``cpu`` and ``launch``
+run the same path on a CPU machine; ``evaluation`` and ``diagnostics`` read the results.
+"""
+
+__version__ = "0.1.0"
