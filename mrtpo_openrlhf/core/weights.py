@@ -102,7 +102,8 @@ def token_advantages(
 
     Args:
         adv: (B, K) per-reward group advantages A (``group_normalize``); 0 for padded rewards.
-        q: (B, K, T) relevance per reward (``mode="joint"``: (B, 1, T) or (B, T), one shared profile).
+        q: (B, K, T) relevance per reward (``mode="joint"``: (B, T), or (B, K, T) whose non-zero rows all
+            hold the one shared profile).
         mask: (B, T) valid response tokens.
         beta: placement strength in [0, 1]; 0 gives GDPO's uniform placement exactly.
         cap: limit on what one token receives from several rewards (``apply_cap``); None disables it.
@@ -123,7 +124,8 @@ def token_advantages(
     if mode == "uniform" or beta == 0.0:
         return uniform.float()
     if mode == "joint":
-        profile = q if q.dim() == 2 else q[:, 0]
+        # (B, K, T) from the replay holds the one joint profile on the replayed rewards and 0 elsewhere
+        profile = q if q.dim() == 2 else q.amax(dim=1)
         w = credit_weights(profile, valid, beta).unsqueeze(1).expand(-1, a.shape[1], -1)
     else:
         if q.shape[:2] != a.shape:

@@ -123,6 +123,9 @@ def test_joint_mode_uses_one_profile():
     out = token_advantages(adv, q, mask, 0.5, mode="joint")
     w = credit_weights(q, mask, 0.5)
     assert torch.allclose(out, w * 3.0)
+    # as the replay writes it: the profile on the replayed rewards only (here reward 1), zeros elsewhere
+    per_reward = torch.stack([torch.zeros(3), q[0]]).unsqueeze(0)
+    assert torch.allclose(token_advantages(adv, per_reward, mask, 0.5, mode="joint"), out)
 
 
 def test_empty_and_all_zero_inputs():
