@@ -164,3 +164,26 @@ def test_split_for_ranks_balances():
     parts = split_for_ranks([5, 1, 1, 1, 1, 1], 2)
     assert sorted(sum(([5, 1, 1, 1, 1, 1][i] for i in p), 0) for p in parts) == [5, 5]
     assert split_for_ranks([], 3) == [[], [], []]
+
+
+@pytest.mark.parametrize("placement", ["joint", "shuffle"])
+def test_ablation_placements_keep_each_response_credit(placement, tiny_llama, char_tokenizer):
+    args = make_args(beta=0.5, placement=placement)
+    samples = rollout(7)
+    R, _ = rewards_in_order(samples)
+    m = maker(args, tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(micro_batches(samples, 3, 2))
+    ref = gdpo_advantages(R, 4)
+    moved = False
+    for e in out:
+        for row, g in enumerate(e.index):
+            valid = e.action_mask[row].bool()
+            vals = e.advantages[row][valid]
+            assert torch.isfinite(vals).all()
+            assert vals.mean().item() == pytest.approx(ref[g].item(), abs=1e-4)  # placement moves, total stays
+            moved |= not torch.allclose(vals, ref[g].expand_as(vals), atol=1e-4)
+    assert moved  # the replay did place something
+    (_, kwargs), = m.actor_model_group.calls
+    requests = [r for rank in kwargs["requests"] for r in rank]
+    if placement == "joint":
+        assert all(list(r.minus_contexts) == [-1] for r in requests)
