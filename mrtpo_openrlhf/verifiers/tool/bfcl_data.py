@@ -8,12 +8,11 @@ are in ``possible_answer/`` as ``{"id", "ground_truth": [{name: {param: [accepta
 from __future__ import annotations
 
 import importlib.util
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mrtpo_openrlhf.data.jsonl import DatasetError
+from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl
 
 # The single-turn categories the AST matcher scores (multi-turn, web search, memory are not AST).
 AST_CATEGORIES = (
@@ -47,20 +46,14 @@ def bfcl_data_dir() -> Path:
     return folder
 
 
+def _require_id(row: dict) -> None:
+    if "id" not in row:
+        raise ValueError("expected an object with an 'id'")
+
+
 def _read_records(path: Path) -> list[dict]:
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict) or "id" not in row:
-                raise DatasetError(f"{path}:{lineno}: expected an object with an 'id'")
-            rows.append(row)
-    return rows
+    """One JSON object with an ``id`` per line; DatasetError names ``path:line`` of a bad one."""
+    return read_jsonl(path, validate=_require_id)
 
 
 def load_bfcl(category: str, data_dir: str | Path | None = None) -> list[BfclItem]:
