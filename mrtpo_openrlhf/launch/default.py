@@ -32,17 +32,18 @@ VLLM_KL_TOLERANCE = 5e-3  # |vllm_kl| at the last step when the weights reached 
 
 def mrtpo_cpu_args(task: str, estimator: str, model: Path, out: Path, steps: int, prompts_per_step: int,
                    samples_per_prompt: int, max_new_tokens: int | None, beta: float, warmup_steps: int,
-                   data: Path | None = None) -> list[str]:
+                   data: Path | None = None, lr: float = 2e-6, temperature: float = 0.7,
+                   seed: int = 42) -> list[str]:
     """Upstream flags known to run on CPU (``cpu_grpo_args``) plus the MRTPO flags."""
     rows, reward_file, default_tokens = TASKS[task]
     args = cpu_grpo_args(
         model, data or rows, reward_file, out / "model",
         num_prompts=steps * prompts_per_step, prompts_per_step=prompts_per_step,
         samples_per_prompt=samples_per_prompt, max_new_tokens=max_new_tokens or default_tokens, max_len=640,
-        lr=2e-6, estimator=estimator,
+        lr=lr, estimator=estimator, seed=seed,
     )
     # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.
-    args += ["--rollout.temperature", "0.7", "--ckpt.path", str(out / "ckpt")]
+    args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]
     if estimator in ("mrtpo", "gdpo"):
         args += ["--algo.mrtpo.beta", str(beta), "--algo.mrtpo.warmup_steps", str(warmup_steps),
                  "--algo.mrtpo.replay_micro_batch_size", "4"]

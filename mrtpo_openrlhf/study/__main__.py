@@ -1,0 +1,90 @@
+"""``python -m mrtpo_openrlhf.study {probe,run,report}``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.study", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("probe", help="sample the base model on a task; per-reward pass rate and varying groups")
+    p.add_argument("--task", required=True)
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--prompts", type=int, default=64)
+    p.add_argument("--samples", type=int, default=8)
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
+    p.add_argument("--out", type=Path, help="write the result as JSON here")
+
+    r = sub.add_parser("run", help="train every (arm, seed) of a config that is not done yet (resumable)")
+    r.add_argument("config", type=Path, help="study config (TOML)")
+    r.add_argument("--out", type=Path, help="study folder (default: runs/study/<name>)")
+    r.add_argument("--arms", nargs="+", help="only these arms")
+    r.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it is stopped")
+    r.add_argument("--dry-run", action="store_true", help="print each run's command, run nothing")
+
+    rep = sub.add_parser("report", help="markdown report + plots from a study folder")
+    rep.add_argument("dir", type=Path, help="study folder (runs/study/<name>) or a committed results folder")
+    rep.add_argument("--out", type=Path, help="report folder (default: DIR); run files are copied there")
+    rep.add_argument("--probe", type=Path, nargs="*", default=[], help="probe JSON files to include")
+    rep.add_argument("--format-reward", help="reward whose steps-to-threshold are reported (e.g. a format reward)")
+    rep.add_argument("--threshold", type=float, default=0.8)
+    rep.add_argument("--notes", type=Path, help="markdown file included near the top (set-up, caveats)")
+
+    args = ap.parse_args(argv)
+    if args.cmd == "report":
+        from .report import ReportError, write_report
+
+        if not args.dir.is_dir():
+            ap.error(f"{args.dir}: no such study folder")
+        missing = [str(p) for p in [*args.probe, *([args.notes] if args.notes else [])] if not p.is_file()]
+        if missing:
+            ap.error(f"no such file: {', '.join(missing)}")
+        try:
+            path = write_report(args.dir, args.out, args.probe, args.format_reward, args.threshold,
+                                args.notes.read_text(encoding="utf-8") if args.notes else "")
+        except ReportError as exc:
+            print(f"[study] {exc}", file=sys.stderr)
+            return 2
+        print(f"[study] report: {path}")
+        return 0
+    if args.cmd == "run":
+        from .config import REPO_ROOT, ConfigError, load_config
+        from .runner import run_study
+
+        try:
+            cfg = load_config(args.config)
+        except ConfigError as exc:
+            ap.error(str(exc))
+        bad = [a for a in args.arms or [] if a not in cfg.arms]
+        if bad:
+            ap.error(f"--arms {bad}: not in the config's arms {cfg.arms}")
+        try:
+            failed = run_study(cfg, args.out or REPO_ROOT / "runs" / "study" / cfg.name, args.dry_run, args.arms,
+                               args.timeout)
+        except KeyboardInterrupt:
+            print("[study] interrupted: the run in progress was stopped and will be rerun from scratch; "
+                  "finished runs are kept. Run the same command to resume.", file=sys.stderr)
+            return 130
+        return 1 if failed else 0
+    if args.cmd == "probe":
+        from .probe import format_table, probe, write
+
+        if not args.data.is_file():
+            ap.error(f"--data {args.data}: no such file")
+        result = probe(args.task, args.data, args.model, args.prompts, args.samples, args.temperature,
+                       args.max_new_tokens, args.seed, args.backend)
+        print(format_table(result))
+        if args.out:
+            write(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

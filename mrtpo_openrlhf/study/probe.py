@@ -1,0 +1,129 @@
+"""What the base model can learn on a task: sample it and measure, per reward, how often it passes and how often
+it varies inside a prompt's group (a reward constant in its group has zero GDPO advantage and gives no signal).
+
+    python -m mrtpo_openrlhf.study probe --task tool --data FILE [--prompts 64 --samples 8 --temperature 0.7]
+
+Sampling and scoring are the diagnostics' (``diagnostics.runner.generate_samples`` / ``score``), i.e. the chat-
+templated prompt and the task's own ``reward_func`` on ``prompt + decoded response``, as in training.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def group_stats(groups: Sequence[Sequence[tuple[list[str], list[float]]]]) -> dict[str, Any]:
+    """Per-reward pass rate and varying-group fraction.
+
+    groups: one entry per prompt, each a list of (names, values) per sampled response. A reward counts for a
+    group when every response of the group has it (names may differ across prompts, e.g. constraint ids).
+    Returns {"rewards": {name: {pass_rate, groups, varying_frac}}, "groups": G,
+             "multi_varying_frac": share of groups where >= 2 rewards vary}.
+    """
+    passed = defaultdict(list)
+    varying = defaultdict(list)
+    multi = 0
+    for group in groups:
+        by_name = defaultdict(list)
+        for names, values in group:
+            for name, value in zip(names, values):
+                by_name[name].append(float(value))
+        n_varying = 0
+        for name, vals in by_name.items():
+            if len(vals) != len(group):
+                continue
+            passed[name].extend(vals)
+            is_varying = max(vals) != min(vals)
+            varying[name].append(is_varying)
+            n_varying += is_varying
+        multi += n_varying >= 2
+    rewards = {
+        name: {"pass_rate": sum(passed[name]) / len(passed[name]), "groups": len(varying[name]),
+               "varying_frac": sum(varying[name]) / len(varying[name])}
+        for name in sorted(varying)
+    }
+    return {"rewards": rewards, "groups": len(groups), "multi_varying_frac": multi / max(1, len(groups))}
+
+
+def sample_vllm(model_path: Path, rows: Sequence[dict], samples: int, max_new_tokens: int, temperature: float,
+                seed: int) -> list:
+    """The diagnostics' ``Sample`` list drawn with vLLM (the rollout engine training uses), in row order."""
+    import os
+
+    from vllm import LLM, SamplingParams
+
+    from mrtpo_openrlhf.diagnostics.runner import Sample, encode, template_prompt
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    llm = LLM(model=str(model_path), seed=seed, enforce_eager=True, max_model_len=2048)
+    tokenizer = llm.get_tokenizer()
+    prompts = [template_prompt(tokenizer, row["prompt"]) for row in rows]
+    # no per-request seed: vLLM-cpu's sampler rejects it ("CPU Generator does not use offset"); the engine seed holds
+    params = SamplingParams(n=samples, temperature=temperature, top_p=1.0, max_tokens=max_new_tokens)
+    outs = llm.generate([{"prompt_token_ids": encode(tokenizer, p)} for p in prompts], params)
+    return [Sample(i, s, prompts[i], row["label"], list(o.outputs[s].token_ids))
+            for i, (row, o) in enumerate(zip(rows, outs)) for s in range(samples)]
+
+
+def probe(task: str, data: Path, model: str = "smollm2", prompts: int = 64, samples: int = 8,
+          temperature: float = 0.7, max_new_tokens: int = 96, seed: int = 0, backend: str = "auto") -> dict[str, Any]:
+    """Sample ``prompts`` x ``samples`` responses from ``model`` and return ``group_stats`` plus the set-up.
+
+    backend: ``vllm`` (the rollout engine; much faster on CPU), ``transformers``, or ``auto`` (vLLM if installed).
+    """
+    import importlib.util
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mrtpo_openrlhf.diagnostics.runner import generate_samples, load_rows, resolve_model, score
+
+    if samples < 2:
+        raise ValueError("--samples must be >= 2: a group of one never varies")
+    model_path = resolve_model(model)
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    rows = load_rows(Path(data), prompts)
+    if backend == "auto":
+        backend = "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
+    t0 = time.time()
+    if backend == "vllm":
+        drawn = sample_vllm(model_path, rows, samples, max_new_tokens, temperature, seed)
+    else:
+        lm = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).eval()
+        drawn = generate_samples(lm, tokenizer, rows, samples, max_new_tokens, temperature, seed)
+    groups: list[list[tuple[list[str], list[float]]]] = [[] for _ in rows]
+    lengths = []
+    for s in drawn:
+        text = tokenizer.decode(s.response_ids, skip_special_tokens=False)
+        vec = score(task, s.prompt, text, s.label)
+        groups[s.prompt_index].append((vec.names, vec.values))
+        lengths.append(len(s.response_ids))
+    out = group_stats(groups)
+    out["setup"] = {"task": task, "data": str(data), "model": model, "prompts": len(rows), "samples": samples,
+                    "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "backend": backend,
+                    "mean_response_tokens": sum(lengths) / max(1, len(lengths)),
+                    "truncated_frac": sum(n >= max_new_tokens for n in lengths) / max(1, len(lengths)),
+                    "seconds": round(time.time() - t0, 1),
+                    "cpu": torch.backends.cpu.get_cpu_capability()}
+    return out
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """Markdown table of one probe result."""
+    s = result["setup"]
+    lines = [f"{s['task']} ({Path(s['data']).name}, {s['prompts']} prompts x {s['samples']} samples, "
+             f"T={s['temperature']}, {s['max_new_tokens']} new tokens; mean length {s['mean_response_tokens']:.0f}, "
+             f"truncated {100 * s['truncated_frac']:.0f}%; >=2 rewards vary in "
+             f"{100 * result['multi_varying_frac']:.0f}% of groups)", "",
+             "| reward | pass rate | groups | varying in |", "|---|---|---|---|"]
+    for name, r in result["rewards"].items():
+        lines.append(f"| {name} | {100 * r['pass_rate']:.1f}% | {r['groups']} | {100 * r['varying_frac']:.0f}% |")
+    return "\n".join(lines)
+
+
+def write(result: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
