@@ -45,12 +45,12 @@ cmd=(python -m mrtpo_openrlhf.cli.train_ppo_ray
 )
 
 export MRTPO_METRICS_JSONL=${MRTPO_METRICS_JSONL:-$OUT/metrics.jsonl}
-mkdir -p "$OUT"
 echo "[mrtpo] $RUN_NAME -> $OUT"
 if [ "${DRY_RUN:-0}" = 1 ]; then
   printf '%q ' "${cmd[@]}" "$@"; echo
   exit 0
 fi
+mkdir -p "$OUT"
 if [ -n "${RAY_JOB_ADDRESS:-}" ]; then
   # Submit to a running cluster; the runtime env ships this repo (package + reward_funcs) to every worker.
   runtime_env=$(printf '{"working_dir": "%s", "excludes": [".venv", ".cache", "runs", ".git"], "env_vars": {"MRTPO_METRICS_JSONL": "%s"}}' "$ROOT" "$MRTPO_METRICS_JSONL")

@@ -6,7 +6,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TASK=instruction
 ESTIMATOR=${ESTIMATOR:-mrtpo}
-if [ "${MRTPO_CPU:-}" = 1 ] || ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+source "$HERE/_platform.sh"
+if use_cpu; then
   exec bash "$HERE/_run_cpu.sh" "$TASK" "$ESTIMATOR" "$@"
 fi
 MODEL=${MODEL:-Qwen/Qwen3-4B-Instruct-2507}

@@ -141,8 +141,12 @@ def _run_one(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path | Non
              timeout: float, say: Callable[[str], None]) -> bool:
     if cfg.backend == "gpu":
         command, env = gpu_command(cfg, arm, seed, out)
-        if dry_run:
-            say(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(command))
+        if dry_run:  # the script's own DRY_RUN prints the exact OpenRLHF command line it would run
+            proc = subprocess.run(command, env={**os.environ, **env, "DRY_RUN": "1"}, capture_output=True, text=True,
+                                  check=False)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{shlex.join(command)} --dry-run failed: {proc.stderr.strip()[-500:]}")
+            say(proc.stdout.strip().splitlines()[-1])
             return True
     else:
         flags = cpu_flags(cfg, arm, seed, out, model or Path(cfg.model))
