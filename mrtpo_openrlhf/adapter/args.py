@@ -104,6 +104,9 @@ class ParserHook:
     ``--algo.advantage.estimator`` (upstream's, built inline under ``__main__``).
     """
 
+    def __init__(self, after=None):
+        self.after = after  # called with the parsed, validated namespace (e.g. a device check)
+
     def __enter__(self):
         self._original = argparse.ArgumentParser.parse_args
         original = self._original
@@ -113,6 +116,8 @@ class ParserHook:
             parsed = original(parser, args, namespace)
             if hooked:
                 validate(parsed, parser.error)
+                if self.after is not None:
+                    self.after(parsed)
             return parsed
 
         argparse.ArgumentParser.parse_args = parse_args

@@ -8,8 +8,14 @@ Every other upstream flag, default and check is untouched.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 import runpy
 import sys
+
+NO_DEVICE = ("mrtpo: no CUDA device on this machine. To train on CPU, run the embedded default "
+             "(`bash examples/scripts/train_mrtpo_sql.sh`, or `python -m mrtpo_openrlhf.launch.default --task sql`): "
+             "it starts a private Ray head with the CPU layer (MRTPO_CPU=1).")
 
 
 def install_upstream_overrides() -> None:
@@ -24,13 +30,26 @@ def install_upstream_overrides() -> None:
     ppo_trainer_module.PPOTrainer = MRTPOPPOTrainer
 
 
+def require_device(_args) -> None:
+    """After the flags parsed and validated: stop with one line where neither CUDA nor the CPU layer is there."""
+    import torch
+
+    if not torch.cuda.is_available() and os.environ.get("MRTPO_CPU") != "1":
+        sys.exit(NO_DEVICE)
+
+
 def main(argv: list[str] | None = None) -> None:
     from ..adapter.args import ParserHook
 
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
+    if importlib.util.find_spec("flash_attn") is None:
+        # upstream imports flash_attn at module level; --help and flag checks must work without a GPU build
+        from ..cpu import flash_attn_stub
+
+        flash_attn_stub.install()
     install_upstream_overrides()
-    with ParserHook():
+    with ParserHook(after=require_device):
         runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__", alter_sys=True)
 
 
