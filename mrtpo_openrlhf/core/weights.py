@@ -102,8 +102,8 @@ def token_advantages(
 
     Args:
         adv: (B, K) per-reward group advantages A (``group_normalize``); 0 for padded rewards.
-        q: (B, K, T) relevance per reward (``mode="joint"``: (B, T), or (B, K, T) whose non-zero rows all
-            hold the one shared profile).
+        q: (B, K, T) relevance per reward (``mode="joint"``: (B, T), applied to every reward, or (B, K, T)
+            whose non-zero rows all hold the one shared profile; all-zero rows stay uniform).
         mask: (B, T) valid response tokens.
         beta: placement strength in [0, 1]; 0 gives GDPO's uniform placement exactly.
         cap: limit on what one token receives from several rewards (``apply_cap``); None disables it.
@@ -124,9 +124,14 @@ def token_advantages(
     if mode == "uniform" or beta == 0.0:
         return uniform.float()
     if mode == "joint":
-        # (B, K, T) from the replay holds the one joint profile on the replayed rewards and 0 elsewhere
-        profile = q if q.dim() == 2 else q.amax(dim=1)
+        if q.dim() == 2:
+            profile, placed = q, torch.ones_like(a, dtype=torch.bool)
+        else:
+            # the replay writes the one joint profile on the replayed rewards and 0 elsewhere; a reward
+            # without a profile (no verifier block, e.g. length_penalty) stays uniform, as in "mrtpo"
+            profile, placed = q.amax(dim=1), (q * valid.unsqueeze(1)).amax(dim=-1) > 0
         w = credit_weights(profile, valid, beta).unsqueeze(1).expand(-1, a.shape[1], -1)
+        w = torch.where(placed.unsqueeze(-1), w, valid.unsqueeze(1).to(w.dtype))
     else:
         if q.shape[:2] != a.shape:
             raise ValueError(f"q has shape {tuple(q.shape)}, expected (B, K, T) with (B, K) = {tuple(a.shape)}")

@@ -187,3 +187,43 @@ def test_ablation_placements_keep_each_response_credit(placement, tiny_llama, ch
     requests = [r for rank in kwargs["requests"] for r in rank]
     if placement == "joint":
         assert all(list(r.minus_contexts) == [-1] for r in requests)
+
+
+def capture_q(monkeypatch):
+    """Record the (rows, q) the experience maker hands to the placement, keyed by global row."""
+    seen = {}
+    original = em.token_advantages
+
+    def spy(adv, q, mask, *args, **kwargs):
+        seen.setdefault("calls", []).append((q.clone(), mask.clone()))
+        return original(adv, q, mask, *args, **kwargs)
+
+    monkeypatch.setattr(em, "token_advantages", spy)
+    return seen
+
+
+def test_joint_keeps_blockless_rewards_uniform(monkeypatch, tiny_llama, char_tokenizer):
+    """Issue 10 item 5: in the joint ablation a reward with no verifier block is placed uniformly, as in mrtpo."""
+    import naive_reference as ref
+
+    samples = rollout(8)
+    R, blocks = rewards_in_order(samples)
+    exps = micro_batches(samples, 3, 1)
+    seen = capture_q(monkeypatch)
+    m = maker(make_args(beta=0.5, placement="joint"), tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(exps)
+    A = ref.group_advantages(R.tolist(), 4)
+    S = [sum(row) for row in A]
+    blockless = [(g, k) for g in range(len(A)) for k in range(3) if A[g][k] != 0 and not blocks[g][k]]
+    assert blockless  # the case under test occurs in this rollout
+    rows, expected = {}, {}
+    for e, (q, mask) in zip(out, seen["calls"]):
+        for row, g in enumerate(e.index):
+            valid = mask[row]
+            profile = q[row][:, valid].amax(dim=0).tolist()
+            placed = [A[g][k] != 0 and bool(blocks[g][k]) for k in range(3)]
+            expected[g] = ref.token_advantages(A[g], [profile] * 3, 0.5, placed)
+            rows[g] = e.advantages[row][valid]
+    final = ref.batch_step([expected[g] for g in range(len(A))], S)
+    for g, got in rows.items():
+        assert torch.allclose(got, torch.tensor(final[g]), atol=1e-4), g
