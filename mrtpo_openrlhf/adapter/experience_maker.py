@@ -18,6 +18,7 @@ The result is the (B, A) ``advantages`` (and ``returns``) upstream's PolicyLoss 
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -30,12 +31,13 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 
 from ..core import (
+    PROMPT_IDS_MISMATCH,
     ReplayRequest,
     beta_schedule,
     count_forwards,
     group_normalize,
     localization,
-    request_from_text,
+    request_for_rollout,
     rescale_token_advantages,
     saw_weights,
     token_advantages,
@@ -44,6 +46,8 @@ from ..core import (
 )
 from .args import MULTI_REWARD_ESTIMATORS
 from .transport import BLOCKS, NAMES, PRESENT, VALUES, pop_reward_vectors
+
+logger = logging.getLogger(__name__)
 
 LENGTH_PENALTY = "length_penalty"
 
@@ -226,29 +230,35 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
     def build_requests(self, experiences, batch: RewardBatch, adv: torch.Tensor):
         """ReplayRequests for every response with at least one pair to replay, keyed by global row.
 
-        Returns {row: (request, first action column)}.
+        Contexts start from the rollout's own prompt ids (``core.request_for_rollout``).
+        Returns ({row: (request, first action column)}, {reason: number of pairs skipped}).
         """
         margs = self.mrtpo_args
         joint = margs.placement == "joint"
         requests: dict[int, tuple[ReplayRequest, int]] = {}
+        skipped: dict[str, int] = defaultdict(int)
         for e in experiences:
             for j, g in enumerate(e.index):
                 ks = [k for k in range(adv.shape[1]) if adv[g, k] != 0 and batch.blocks[g][k]]
                 if not ks:
                     continue
-                _, response, first = response_span(e.sequences[j], e.attention_mask[j], e.action_mask[j])
+                prompt_ids, response, first = response_span(e.sequences[j], e.attention_mask[j], e.action_mask[j])
                 if not response:
                     continue
-                req = request_from_text(self.tokenizer, e.prompts[j], batch.blocks[g], response, ks,
-                                        margs.block_separator, joint)
+                req, left_out = request_for_rollout(self.tokenizer, e.prompts[j], prompt_ids, batch.blocks[g],
+                                                    response, ks, margs.block_separator, joint)
+                for reason in left_out.values():
+                    skipped[reason] += 1
                 if req.minus_contexts:
                     requests[g] = (req, first)
-        return requests
+        if skipped:
+            logger.warning("MRTPO replay skipped pairs: %s", dict(skipped))
+        return requests, dict(skipped)
 
     def _replay(self, experiences, batch: RewardBatch, adv: torch.Tensor):
         margs = self.mrtpo_args
         t0 = time.time()
-        requests = self.build_requests(experiences, batch, adv)
+        requests, skipped = self.build_requests(experiences, batch, adv)
         group = self.actor_model_group
         num_ranks = len(group._actor_handlers) // group.duplicate_actors  # noqa: SLF001
         rows = sorted(requests)
@@ -277,6 +287,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                     req, first = requests[g]
                     q[g] = (first, q_rank[local, :, : len(req.response_ids)])
         metrics = self._replay_metrics(batch, q, requests)
+        metrics[f"mrtpo/skipped_pairs/{PROMPT_IDS_MISMATCH}"] = 0.0
+        for reason, count in skipped.items():
+            metrics[f"mrtpo/skipped_pairs/{reason}"] = float(count)
         metrics["mrtpo/replay_time"] = time.time() - t0
         metrics["mrtpo/replay_forwards_per_rank"] = float(forwards)
         return _Replay(q, metrics)

@@ -18,6 +18,7 @@ from .gdpo import (
 from .relevance import DEFAULT_CHUNK_SIZE, js_relevance
 from .replay import (
     JOINT,
+    PROMPT_IDS_MISMATCH,
     ReplayRequest,
     chat_suffix_text,
     context_ids,
@@ -27,6 +28,7 @@ from .replay import (
     localization,
     pairs_to_replay,
     replay_relevance,
+    request_for_rollout,
     request_from_ids,
     request_from_text,
     tokenize_blocks,

@@ -122,6 +122,53 @@ def request_from_text(
     return ReplayRequest(encode(full), list(response_ids), {k: encode(minus[k]) for k in live})
 
 
+PROMPT_IDS_MISMATCH = "prompt_ids_mismatch"
+
+
+def request_for_rollout(
+    tokenizer: Any,
+    prompt: str,
+    prompt_ids: Sequence[int],
+    blocks: Sequence[str],
+    response_ids: Sequence[int],
+    rewards: Sequence[int],
+    separator: str = "\n\n",
+    joint: bool = False,
+) -> tuple[ReplayRequest, dict[int, str]]:
+    """The replay request of one rollout response, built so that ``full`` starts from what the policy saw.
+
+    When the prompt text tokenizes to the rollout's ``prompt_ids`` (upstream tokenizes it the same way, without
+    special tokens), the text contexts are used (``request_from_text``). Otherwise (the rollout truncated a long
+    prompt, or the engine added tokens) the contexts are built from ``prompt_ids``: blocks the prompt does not hold
+    are inserted as ids at the end of the last user message (``request_from_ids``); a block the prompt holds
+    cannot be cut out of ids that no longer match its text, so that pair is skipped (in the joint ablation, the
+    whole response).
+
+    Returns:
+        (request, skipped): skipped maps each requested reward that was left out to its reason.
+    """
+    if _encode(tokenizer, prompt) == list(prompt_ids):
+        return request_from_text(tokenizer, prompt, blocks, response_ids, rewards, separator, joint), {}
+    head = _prompt_head(prompt, chat_suffix_text(tokenizer))
+    inline = [bool(b) and b in head for b in blocks]
+    skipped = {k: PROMPT_IDS_MISMATCH for k in rewards if blocks[k] and inline[k]}
+    if joint and skipped:
+        skipped = {k: PROMPT_IDS_MISMATCH for k in rewards if blocks[k]}
+    kept = [k for k in rewards if k not in skipped]
+    block_ids = tokenize_blocks(tokenizer, [b if not inline[j] else "" for j, b in enumerate(blocks)], separator)
+    insert_at = find_insert_position(prompt_ids, tokenizer)
+    return request_from_ids(prompt_ids, block_ids, response_ids, kept, insert_at, joint), skipped
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _prompt_head(prompt: str, suffix: str) -> str:
+    """The prompt without the chat template's trailing suffix (where appended blocks go)."""
+    return prompt[: len(prompt) - len(suffix)] if suffix and prompt.endswith(suffix) else prompt
+
+
 def tokenize_blocks(tokenizer: Any, blocks: Sequence[str], separator: str = "\n\n") -> list[list[int]]:
     """Text blocks -> token ids, each prefixed by ``separator``; an empty block stays empty."""
     return [tokenizer(separator + b, add_special_tokens=False)["input_ids"] if b else [] for b in blocks]

@@ -21,8 +21,10 @@ from mrtpo_openrlhf.core import (
 NAMES = ["format", "executable", "execution"]
 
 
-def rollout(seed=0, groups=2, n=4, vocab=101):
-    """groups x n responses with varying lengths and 3 rewards; returns single-sample experiences."""
+def rollout(seed=0, groups=2, n=4, vocab=101, truncate=0):
+    """groups x n responses with varying lengths and 3 rewards; returns single-sample experiences.
+
+    ``truncate``: drop this many leading prompt tokens, as upstream does with an over-long prompt."""
     rng = random.Random(seed)
     gen = MRTPOSamplesGenerator.__new__(MRTPOSamplesGenerator)
     gen.args = make_args(n=n)
@@ -35,7 +37,7 @@ def rollout(seed=0, groups=2, n=4, vocab=101):
             values = [float(rng.random() < 0.5) for _ in NAMES]
             blocks = ["Answer in one SQL block.", "no such column: nme" if not values[1] else "", "SELECT name FROM users"]
             exps.append(gen._process_response_into_experience(
-                vllm_response(prompt_ids, resp, prompt_text, NAMES, values, blocks), max_len=256))
+                vllm_response(prompt_ids[truncate:], resp, prompt_text, NAMES, values, blocks), max_len=256))
     return exps
 
 
@@ -227,3 +229,24 @@ def test_joint_keeps_blockless_rewards_uniform(monkeypatch, tiny_llama, char_tok
     final = ref.batch_step([expected[g] for g in range(len(A))], S)
     for g, got in rows.items():
         assert torch.allclose(got, torch.tensor(final[g]), atol=1e-4), g
+
+
+@pytest.mark.parametrize("placement", ["mrtpo", "joint"])
+def test_replay_contexts_start_from_the_rollout_prompt_ids(placement, tiny_llama, char_tokenizer):
+    """Issue 10 item 7: with prompts the rollout truncated, the replayed full context is what the policy saw plus
+    the added blocks; in-prompt blocks that cannot be located in the ids are skipped and counted."""
+    samples = rollout(9, truncate=10)
+    prompt_ids = [response_span(s.sequences[0], s.attention_mask[0], s.action_mask[0])[0] for s in samples]
+    m = maker(make_args(beta=0.5, placement=placement), tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(micro_batches(samples, 3, 4))
+    assert all(torch.isfinite(e.advantages).all() for e in out)
+    (_, kwargs), = m.actor_model_group.calls
+    requests = [r for rank in kwargs["requests"] for r in rank]
+    assert requests or placement == "joint"
+    by_prompt = {tuple(p) for p in prompt_ids}
+    for r in requests:
+        # no chat template here: added blocks go after the prompt the policy saw
+        assert any(tuple(r.full_context[:len(p)]) in by_prompt for p in prompt_ids)
+        assert 0 not in r.minus_contexts  # the format block sits in the (truncated) prompt text
+    metrics = m.pop_metrics()
+    assert metrics["mrtpo/skipped_pairs/prompt_ids_mismatch"] > 0
