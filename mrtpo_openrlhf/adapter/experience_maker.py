@@ -45,7 +45,7 @@ from ..core import (
     weighted_sum,
 )
 from .args import MULTI_REWARD_ESTIMATORS
-from .transport import BLOCKS, NAMES, PRESENT, VALUES, pop_reward_vectors
+from .transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -56,13 +56,15 @@ LENGTH_PENALTY = "length_penalty"
 class RewardBatch:
     """The whole rollout batch's reward vectors in original rollout order (rows = ``experience.index``).
 
-    values/present: (N, K); names/blocks: N lists of K strings ("" pads missing rewards).
+    values/present: (N, K); names/blocks: N lists of K strings ("" pads missing rewards); spans: N entries,
+    None (the reward function records no spans) or K block spans in the prompt (None pads).
     """
 
     values: torch.Tensor
     present: torch.Tensor
     names: list[list[str]]
     blocks: list[list[str]]
+    spans: list | None = None
 
 
 def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> RewardBatch:
@@ -73,6 +75,7 @@ def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> 
     present = torch.zeros(n, k)
     names: list[list[str]] = [[] for _ in range(n)]
     blocks: list[list[str]] = [[] for _ in range(n)]
+    spans: list = [None] * n
     for exp, vec in zip(experiences, vectors):
         kk = vec[VALUES].shape[1]
         for row, g in enumerate(exp.index):
@@ -80,7 +83,9 @@ def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> 
             present[g, :kk] = vec[PRESENT][row].float()
             names[g] = list(vec[NAMES][row]) + [""] * (k - len(vec[NAMES][row]))
             blocks[g] = list(vec[BLOCKS][row]) + [""] * (k - len(vec[BLOCKS][row]))
-    return RewardBatch(values, present, names, blocks)
+            row_spans = vec.get(SPANS, [None] * len(exp.index))[row]
+            spans[g] = None if row_spans is None else list(row_spans) + [None] * (k - len(row_spans))
+    return RewardBatch(values, present, names, blocks, spans)
 
 
 def check_groups(batch: RewardBatch, group_size: int) -> None:
@@ -164,7 +169,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         if bool((penalty != 0).any()):
             batch = RewardBatch(
                 torch.cat([batch.values, penalty[:, None]], 1), torch.cat([batch.present, torch.ones(len(penalty), 1)], 1),
-                [n + [LENGTH_PENALTY] for n in batch.names], [b + [""] for b in batch.blocks])
+                [n + [LENGTH_PENALTY] for n in batch.names], [b + [""] for b in batch.blocks],
+                [None if sp is None else sp + [None] for sp in batch.spans])
         check_groups(batch, group_size)
 
         adv = group_normalize(batch.values, group_size, eps) * batch.present
@@ -245,8 +251,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                 prompt_ids, response, first = response_span(e.sequences[j], e.attention_mask[j], e.action_mask[j])
                 if not response:
                     continue
+                spans = batch.spans[g] if batch.spans is not None else None
                 req, left_out = request_for_rollout(self.tokenizer, e.prompts[j], prompt_ids, batch.blocks[g],
-                                                    response, ks, margs.block_separator, joint)
+                                                    response, ks, margs.block_separator, joint, spans)
                 for reason in left_out.values():
                     skipped[reason] += 1
                 if req.minus_contexts:

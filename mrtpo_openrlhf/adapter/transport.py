@@ -7,6 +7,9 @@ Upstream's ``_process_response_into_experience`` turns every ``extra_logs`` valu
 - ``info[VALUES]``: (1, K) float tensor -> (B, K_max), right-padded with 0.
 - ``info[PRESENT]``: (1, K) ones -> (B, K_max), 0 where a row has fewer rewards.
 - ``info[NAMES]``, ``info[BLOCKS]``: [list[str]] -> list of B lists.
+- ``info[SPANS]``: [K [start, end] or None] -> list of B entries; [None] when the reward function records no
+  spans. Optional ``extra_logs`` key ``mrtpo_reward_spans``: for each block, its character span in the prompt
+  the reward function received where the task put it, or None for a block the prompt does not hold.
 
 The experience maker pops all four before experiences are sent to the actors (which accept only
 numeric (B,) info tensors).
@@ -23,13 +26,15 @@ VALUES = "mrtpo_values"
 PRESENT = "mrtpo_present"
 NAMES = "mrtpo_names"
 BLOCKS = "mrtpo_blocks"
-INFO_KEYS = (VALUES, PRESENT, NAMES, BLOCKS)
+SPANS = "mrtpo_spans"
+SPANS_KEY = "mrtpo_reward_spans"
+INFO_KEYS = (VALUES, PRESENT, NAMES, BLOCKS, SPANS)
 
 
 def split_extra_logs(extra_logs: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(upstream-safe logs, MRTPO entries)."""
     extra_logs = dict(extra_logs or {})
-    ours = {k: extra_logs.pop(k) for k in MRTPO_KEYS if k in extra_logs}
+    ours = {k: extra_logs.pop(k) for k in (*MRTPO_KEYS, SPANS_KEY) if k in extra_logs}
     return extra_logs, ours
 
 
@@ -47,6 +52,10 @@ def attach_reward_vector(experience, ours: dict[str, Any], scalar_reward: float 
     experience.info[PRESENT] = torch.ones((1, len(values)), dtype=torch.float32)
     experience.info[NAMES] = [list(names)]
     experience.info[BLOCKS] = [list(blocks)]
+    spans = ours.get(SPANS_KEY) if vec is not None and vec.items else None
+    if spans is not None and len(spans) != len(blocks):
+        raise ValueError(f"{SPANS_KEY} has {len(spans)} entries for {len(blocks)} rewards")
+    experience.info[SPANS] = [None if spans is None else [None if sp is None else tuple(sp) for sp in spans]]
 
 
 def pop_reward_vectors(experience) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from .replay import (
     context_texts,
     count_forwards,
     find_insert_position,
+    inline_blocks,
     localization,
     pairs_to_replay,
     replay_relevance,

@@ -250,3 +250,34 @@ def test_replay_contexts_start_from_the_rollout_prompt_ids(placement, tiny_llama
         assert 0 not in r.minus_contexts  # the format block sits in the (truncated) prompt text
     metrics = m.pop_metrics()
     assert metrics["mrtpo/skipped_pairs/prompt_ids_mismatch"] > 0
+
+
+def test_recorded_spans_decide_which_blocks_are_cut(tiny_llama, char_tokenizer):
+    """Issue 10 item 8 through the transport: the reference query also occurs in the prompt, but the task recorded
+    it as not placed there, so it is added (and removed again) at the end, never cut from the prompt's text."""
+    gen = MRTPOSamplesGenerator.__new__(MRTPOSamplesGenerator)
+    gen.args = make_args()
+    rng = random.Random(11)
+    fmt, gold = "Answer in one SQL block.", "SELECT name FROM users"
+    exps = []
+    for gi in range(2):
+        prompt_text = f"Example: {gold}. Question {gi}: list all users. {fmt}"
+        prompt_ids = [3 + ord(c) % 98 for c in prompt_text]
+        at = prompt_text.index(fmt)
+        for i in range(4):
+            resp = [rng.randrange(3, 101) for _ in range(rng.randint(3, 8))]
+            values = [float(i % 2), 1.0, float(i < 2)]
+            r = vllm_response(prompt_ids, resp, prompt_text, NAMES, values, [fmt, "", gold])
+            r["extra_logs"]["mrtpo_reward_spans"] = [[at, at + len(fmt)], None, None]
+            exps.append(gen._process_response_into_experience(r, max_len=256))
+    m = maker(make_args(beta=0.5), tiny_llama, char_tokenizer)
+    m.compute_advantages_and_returns(micro_batches(exps, 4, 0))
+    (_, kwargs), = m.actor_model_group.calls
+    requests = [r for rank in kwargs["requests"] for r in rank]
+    enc = lambda text: char_tokenizer(text)["input_ids"]  # noqa: E731
+    assert requests
+    for r in requests:
+        text_ids = r.full_context
+        prompt_len = len(text_ids) - len(enc("\n" + gold))
+        assert text_ids[prompt_len:] == enc("\n" + gold)  # the reference is added after the prompt
+        assert r.minus_contexts[2] == text_ids[:prompt_len]  # and removed from there, the prompt left whole

@@ -8,7 +8,7 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
 from mrtpo_openrlhf.adapter.samples_generator import MRTPOSamplesGenerator
-from mrtpo_openrlhf.adapter.transport import BLOCKS, NAMES, PRESENT, VALUES, pop_reward_vectors
+from mrtpo_openrlhf.adapter.transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
 
 
 def generator(cls):
@@ -40,8 +40,9 @@ def test_vectors_survive_processing_and_concat():
     assert torch.equal(merged.info[PRESENT], torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]))
     assert merged.info[NAMES] == [["format", "executable", "execution"], ["c1", "c2"]]
     assert merged.info[BLOCKS] == [["fmt", "err", "gold"], ["no commas", ""]]
+    assert merged.info[SPANS] == [None, None]  # these reward functions record no block spans
     popped = pop_reward_vectors(merged)
-    assert set(popped) == {VALUES, PRESENT, NAMES, BLOCKS}
+    assert set(popped) == {VALUES, PRESENT, NAMES, BLOCKS, SPANS}
     assert all(isinstance(v, torch.Tensor) and v.shape == (2,) for v in merged.info.values())
 
 

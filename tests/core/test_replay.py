@@ -130,6 +130,28 @@ def test_text_contexts_cut_inline_blocks_and_add_the_others():
     assert none == "<u>Write a poem.  End with 'Bye'.</u><a>"
 
 
+def test_block_counts_as_in_prompt_only_at_its_recorded_span():
+    """Issue 10 item 8: a reference query that also occurs in the system prompt is not cut from there."""
+    system = "<s>Example: SELECT 1</s>"
+    user = "<u>Write SQL. Use one sql block.</u><a>"
+    prompt = system + user
+    blocks = ["Use one sql block.", "SELECT 1"]
+    fmt = prompt.index(blocks[0])
+    full, minus, none = context_texts(prompt, blocks, separator="\n", suffix="</u><a>",
+                                      spans=[(fmt, fmt + len(blocks[0])), None])
+    assert full == system + "<u>Write SQL. Use one sql block.\nSELECT 1</u><a>"
+    assert minus[0] == system + "<u>Write SQL. \nSELECT 1</u><a>"
+    assert minus[1] == prompt  # the system prompt's occurrence stays
+    assert none == system + "<u>Write SQL. </u><a>"
+    # the same block placed twice: only the recorded occurrence is cut
+    twice = "<u>Use one sql block. Really: Use one sql block.</u><a>"
+    second = twice.rindex(blocks[0])
+    _, minus, _ = context_texts(twice, blocks[:1], "\n", "</u><a>", spans=[(second, second + len(blocks[0]))])
+    assert minus[0] == "<u>Use one sql block. Really: </u><a>"
+    with pytest.raises(ValueError, match="does not hold its text"):
+        context_texts(prompt, blocks, "\n", "</u><a>", spans=[(0, 5), None])
+
+
 def test_request_from_text_keeps_response_ids(model):
     class Tok:
         chat_template = None
