@@ -65,6 +65,7 @@ class RewardBatch:
     names: list[list[str]]
     blocks: list[list[str]]
     spans: list | None = None
+    nonfinite: int = 0  # values dropped as verifier failures (``drop_nonfinite``)
 
 
 def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> RewardBatch:
@@ -86,6 +87,19 @@ def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> 
             row_spans = vec.get(SPANS, [None] * len(exp.index))[row]
             spans[g] = None if row_spans is None else list(row_spans) + [None] * (k - len(row_spans))
     return RewardBatch(values, present, names, blocks, spans)
+
+
+def drop_nonfinite(batch: RewardBatch) -> RewardBatch:
+    """A NaN or infinite reward value is a verifier failure: that reward is absent for that response (value 0,
+    present 0, no part in its group's statistics), with the reason logged; every other value is kept."""
+    bad = ~torch.isfinite(batch.values) & (batch.present > 0)
+    if not bool(bad.any()):
+        return batch
+    for g, k in bad.nonzero().tolist():
+        logger.warning("reward %r of response %d is %s: verifier failure, the reward counts as absent for it",
+                       batch.names[g][k], g, float(batch.values[g, k]))
+    values = torch.where(bad, torch.zeros_like(batch.values), batch.values)
+    return RewardBatch(values, batch.present * ~bad, batch.names, batch.blocks, batch.spans, int(bad.sum()))
 
 
 def check_groups(batch: RewardBatch, group_size: int) -> None:
@@ -160,9 +174,13 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         eps = margs.eps
         for e in experiences:
             e.rewards = e.rewards.to(torch.promote_types(e.rewards.dtype, torch.float32))
+        batch = drop_nonfinite(gather_reward_batch(experiences, vectors))
+        for e in experiences:
+            # a non-finite scalar is the sum of a vector holding a failure: recompute it without the absent values
+            total = (batch.values[e.index] * batch.present[e.index]).sum(1).to(e.rewards.dtype)
+            e.rewards = torch.where(torch.isfinite(e.rewards), e.rewards, total)
         before = [e.rewards.clone() for e in experiences]
         apply_length_penalties(experiences, args)
-        batch = gather_reward_batch(experiences, vectors)
         penalty = torch.zeros(len(batch.names))
         for e, b in zip(experiences, before):
             penalty[torch.tensor(e.index)] = (e.rewards - b).float()
@@ -170,10 +188,10 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             batch = RewardBatch(
                 torch.cat([batch.values, penalty[:, None]], 1), torch.cat([batch.present, torch.ones(len(penalty), 1)], 1),
                 [n + [LENGTH_PENALTY] for n in batch.names], [b + [""] for b in batch.blocks],
-                [None if sp is None else sp + [None] for sp in batch.spans])
+                [None if sp is None else sp + [None] for sp in batch.spans], batch.nonfinite)
         check_groups(batch, group_size)
 
-        adv = group_normalize(batch.values, group_size, eps) * batch.present
+        adv = group_normalize(batch.values, group_size, eps, batch.present)
         weights = saw_weights(batch.values, batch.present, eps) if margs.reward_weighting == "saw" else None
         response_sum = weighted_sum(adv, weights)
 
@@ -227,6 +245,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         for n, a in advs.items():
             out[f"reward/{n}/adv_std"] = float(torch.tensor(a).std()) if len(a) > 1 else 0.0
         n_pairs = float(batch.present.sum())
+        out["mrtpo/nonfinite_rewards"] = float(batch.nonfinite)
         if adv is not None and n_pairs:
             out["mrtpo/varying_pairs_frac"] = float(((adv != 0) & (batch.present > 0)).sum()) / n_pairs
         return out

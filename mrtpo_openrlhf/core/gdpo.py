@@ -32,22 +32,38 @@ def _grouped(x: torch.Tensor, group_size: int) -> torch.Tensor:
     return x.reshape(x.shape[0] // group_size, group_size, *x.shape[1:])
 
 
-def group_normalize(rewards: torch.Tensor, group_size: int, eps: float = DEFAULT_EPS) -> torch.Tensor:
+def group_normalize(
+    rewards: torch.Tensor, group_size: int, eps: float = DEFAULT_EPS, present: torch.Tensor | None = None
+) -> torch.Tensor:
     """Per-reward group advantages A = (r - mean_g) / (std_g + eps).
 
     Args:
         rewards: (B, K) or (B,); groups are ``group_size`` consecutive rows.
+        present: optional mask of rewards' shape; an absent value (a padded reward, a verifier failure) takes no
+            part in its group's statistics and gets advantage 0. Its value may be anything, NaN included.
     Returns:
-        A with the input's shape (float64 for float64 input, else float32). A reward constant inside a group gives exactly 0 there
-        (not a rounding residue), so such (response, reward) pairs can be skipped by the replay.
+        A with the input's shape (float64 for float64 input, else float32). A reward constant inside a group (over
+        its present values, or present in fewer than 2 rows) gives exactly 0 there (not a rounding residue), so
+        such (response, reward) pairs can be skipped by the replay.
     """
-    r = _grouped(rewards if rewards.dtype == torch.float64 else rewards.float(), group_size)
-    mean = r.mean(dim=1, keepdim=True)
-    std = r.std(dim=1, keepdim=True, unbiased=True)
-    adv = (r - mean) / (std + eps)
-    constant = (r.amax(dim=1, keepdim=True) == r.amin(dim=1, keepdim=True)).expand_as(r)
-    adv = torch.where(constant, torch.zeros_like(adv), adv)
-    return adv.reshape(rewards.shape)
+    dtype = torch.float64 if rewards.dtype == torch.float64 else torch.float32
+    if present is None:
+        r = _grouped(rewards.to(dtype), group_size)
+        mean = r.mean(dim=1, keepdim=True)
+        std = r.std(dim=1, keepdim=True, unbiased=True)
+        adv = (r - mean) / (std + eps)
+        constant = (r.amax(dim=1, keepdim=True) == r.amin(dim=1, keepdim=True)).expand_as(r)
+        return torch.where(constant, torch.zeros_like(adv), adv).reshape(rewards.shape)
+    m = _grouped(present.bool(), group_size)
+    r = torch.where(m, _grouped(rewards.to(dtype), group_size), torch.zeros((), dtype=dtype))
+    count = m.sum(dim=1, keepdim=True)
+    mean = r.sum(dim=1, keepdim=True) / count.clamp_min(1)
+    var = (torch.where(m, r - mean, torch.zeros((), dtype=dtype)) ** 2).sum(dim=1, keepdim=True) / (count - 1).clamp_min(1)
+    adv = (r - mean) / (var.sqrt() + eps)
+    big, small = torch.tensor(float("inf"), dtype=dtype), torch.tensor(float("-inf"), dtype=dtype)
+    constant = torch.where(m, r, big).amin(dim=1, keepdim=True) == torch.where(m, r, small).amax(dim=1, keepdim=True)
+    keep = m & ~constant & (count >= 2)
+    return torch.where(keep, adv, torch.zeros_like(adv)).reshape(rewards.shape)
 
 
 def batch_standardize(values: torch.Tensor, eps: float = DEFAULT_EPS) -> tuple[torch.Tensor, torch.Tensor]:

@@ -281,3 +281,33 @@ def test_recorded_spans_decide_which_blocks_are_cut(tiny_llama, char_tokenizer):
         prompt_len = len(text_ids) - len(enc("\n" + gold))
         assert text_ids[prompt_len:] == enc("\n" + gold)  # the reference is added after the prompt
         assert r.minus_contexts[2] == text_ids[:prompt_len]  # and removed from there, the prompt left whole
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_nonfinite_reward_is_an_absent_reward(bad, tiny_llama, char_tokenizer):
+    """Issue 10 item 2: one NaN/Inf reward value costs that response that reward; every advantage stays finite and
+    equals the naive reference that leaves the value out of its group's statistics."""
+    import naive_reference as ref
+
+    samples = rollout(12)
+    R, _ = rewards_in_order(samples)
+    R[1, 2] = R[2, 2] = 0.0
+    R[3, 2] = 1.0
+    for s, row in zip(samples, R):
+        s.info["mrtpo_values"] = row[None].clone()
+    samples[0].info["mrtpo_values"][0, 2] = bad
+    samples[0].rewards = samples[0].rewards + bad  # the scalar sum is broken too
+    m = maker(make_args(estimator="gdpo"), tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+    present = [[True] * 3 for _ in range(len(R))]
+    present[0][2] = False
+    A = ref.group_advantages(R.tolist(), 4, present=present)
+    S = [sum(row) for row in A]
+    final = ref.batch_step([[x] for x in S], S)
+    for e in out:
+        assert torch.isfinite(e.advantages).all() and torch.isfinite(e.info["return"]).all()
+        for row, g in enumerate(e.index):
+            valid = e.action_mask[row].bool()
+            assert torch.allclose(e.advantages[row][valid], torch.tensor(final[g][0]), atol=1e-5), g
+    assert A[0][2] == 0.0 and A[3][2] != 0.0  # absent for response 0, still varying among the others
+    assert m.pop_metrics()["mrtpo/nonfinite_rewards"] == 1.0
