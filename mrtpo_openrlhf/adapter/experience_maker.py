@@ -173,7 +173,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         group_size = args.rollout.n_samples_per_prompt
         eps = margs.eps
         for e in experiences:
-            e.rewards = e.rewards.to(torch.promote_types(e.rewards.dtype, torch.float32))
+            # (B, 1) rewards (a JSON-list reward) are (B,) here, as upstream's group estimators read them
+            e.rewards = e.rewards.to(torch.promote_types(e.rewards.dtype, torch.float32)).reshape(len(e.index))
         batch = drop_nonfinite(gather_reward_batch(experiences, vectors))
         for e in experiences:
             # a non-finite scalar is the sum of a vector holding a failure: recompute it without the absent values

@@ -38,6 +38,34 @@ def split_extra_logs(extra_logs: dict[str, Any] | None) -> tuple[dict[str, Any],
     return extra_logs, ours
 
 
+def scalar(value: Any) -> float | None:
+    """A reward as one float: a number, a one-element tensor or list (the HTTP server's JSON ``[x]``), or None."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        value = value.flatten().tolist()
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise ValueError(f"expected one reward per response, got {len(value)}: {value!r}")
+        (value,) = value
+    return float(value)
+
+
+def fill_missing_logs(experiences) -> list[str]:
+    """Give every experience each numeric info key some other one has (value 0.0), so a response whose reward
+    function returned fewer logs (a verifier failure) cannot break upstream's batching. Returns the keys filled."""
+    keys: dict[str, None] = {}
+    for e in experiences:
+        keys.update(dict.fromkeys(k for k, v in e.info.items() if isinstance(v, torch.Tensor) and k not in INFO_KEYS))
+    filled = set()
+    for e in experiences:
+        for k in keys:
+            if k not in e.info:
+                e.info[k] = torch.zeros(len(e.sequences), dtype=torch.float32)
+                filled.add(k)
+    return sorted(filled)
+
+
 def attach_reward_vector(experience, ours: dict[str, Any], scalar_reward: float | None) -> None:
     """Store one response's reward vector in ``experience.info`` (see module docstring).
 
@@ -45,7 +73,7 @@ def attach_reward_vector(experience, ours: dict[str, Any], scalar_reward: float 
     """
     vec = parse_extra_logs(ours) if ours else None
     if vec is None or not vec.items:
-        names, values, blocks = ["reward"], [float(scalar_reward or 0.0)], [""]
+        names, values, blocks = ["reward"], [scalar(scalar_reward) or 0.0], [""]
     else:
         names, values, blocks = vec.names, vec.values, [it.block for it in vec.items]
     experience.info[VALUES] = torch.tensor([values], dtype=torch.float32)

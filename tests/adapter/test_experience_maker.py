@@ -311,3 +311,85 @@ def test_nonfinite_reward_is_an_absent_reward(bad, tiny_llama, char_tokenizer):
             assert torch.allclose(e.advantages[row][valid], torch.tensor(final[g][0]), atol=1e-5), g
     assert A[0][2] == 0.0 and A[3][2] != 0.0  # absent for response 0, still varying among the others
     assert m.pop_metrics()["mrtpo/nonfinite_rewards"] == 1.0
+
+
+def test_json_list_rewards_with_length_penalty(tiny_llama, char_tokenizer):
+    """Issue 10 item 9: (B, 1) rewards (upstream's tensor of a JSON-list reward) with a length penalty give the same
+    advantages as (B,) rewards instead of raising."""
+    def run(shape_b1):
+        samples = rollout(13)
+        for s in samples:
+            if shape_b1:
+                s.rewards = s.rewards.reshape(1, 1)
+                s.info["reward"] = s.info["reward"].reshape(1, 1)
+        args = make_args(estimator="gdpo")
+        args.reward.overlong_buffer_len, args.reward.overlong_penalty_factor = 4, 1.0
+        args.rollout.max_new_tokens = 10
+        m = maker(args, tiny_llama, char_tokenizer)
+        out = m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+        return {g: e.advantages[row] for e in out for row, g in enumerate(e.index)}
+
+    flat, b1 = run(False), run(True)
+    assert all(torch.isfinite(a).all() for a in b1.values())
+    assert all(torch.equal(flat[g], b1[g]) for g in flat)
+
+
+def reward_func_samples(fail_on, fresh_func_per_call=False):
+    """Single-sample experiences scored by a contract reward function whose verifier raises on some queries."""
+    from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+
+    def score_one(query, prompt, label):
+        if query in fail_on:
+            raise RuntimeError("verifier crashed")
+        return RewardVector([RewardItem("format", float(len(query) % 2)), RewardItem("execution", float(len(query) % 3 == 0),
+                                                                                      "SELECT 1")],
+                            primary="execution", logs={"sql_has_query": 1.0})
+
+    def make():
+        return make_reward_func(score_one, lambda label: ["format", "execution"])
+
+    func = make()
+    gen = MRTPOSamplesGenerator.__new__(MRTPOSamplesGenerator)
+    gen.args = make_args()
+    rng = random.Random(14)
+    samples = []
+    for gi in range(2):
+        prompt = f"Question {gi}: count."
+        prompt_ids = [3 + ord(c) % 98 for c in prompt]
+        for i in range(4):
+            resp = [rng.randrange(3, 101) for _ in range(rng.randint(2, 7))]
+            query = prompt + f" answer {gi}.{i}"
+            out = (make() if fresh_func_per_call else func)([query], [prompt], ["label"])
+            r = vllm_response(prompt_ids, resp, prompt, ["x"], [0.0], [""])
+            r.update(reward=out["rewards"], scores=out["scores"], extra_logs=out["extra_logs"])
+            samples.append(gen._process_response_into_experience(r, max_len=256))
+    return gen, samples
+
+
+def test_verifier_exception_costs_the_response_not_the_run(tiny_llama, char_tokenizer):
+    """Issue 10 item 10: a verifier exception inside a micro-batch gives that response zero rewards; the batch's info
+    entries keep one length and upstream's buffer accepts the experiences."""
+    from openrlhf.trainer.ppo_utils.experience import split_experience_batch
+
+    _, samples = reward_func_samples({"Question 0: count. answer 0.2"})
+    assert samples[2].info["sql_has_query"].tolist() == [0.0]  # the fallback carries the task's numeric logs
+    assert samples[2].info["mrtpo_values"].tolist() == [[0.0, 0.0]]
+    m = maker(make_args(beta=0.5), tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(micro_batches(samples, 4, 0))
+    for e in out:
+        assert torch.isfinite(e.advantages).all()
+        n = len(e.index)
+        assert len(split_experience_batch(e)) == n
+
+
+def test_missing_logs_are_filled_across_the_rollout_batch(monkeypatch):
+    """Issue 10 item 10, first call of a worker failing (no log keys known yet): the samples generator fills them."""
+    from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+
+    gen, samples = reward_func_samples({"Question 0: count. answer 0.0"}, fresh_func_per_call=True)
+    assert "sql_has_query" not in samples[0].info
+    monkeypatch.setattr(SamplesGenerator, "generate_samples", lambda self, **kw: (samples, None, 2, False))
+    out, *_ = gen.generate_samples()
+    assert out[0].info["sql_has_query"].tolist() == [0.0] and out[1].info["sql_has_query"].tolist() == [1.0]
+    merged = Experience.concat_experiences(out, 0)
+    assert merged.info["sql_has_query"].shape == (len(out),)
