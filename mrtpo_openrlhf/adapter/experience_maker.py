@@ -33,7 +33,9 @@ from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 from ..core import (
     PROMPT_IDS_MISMATCH,
     ReplayRequest,
+    batch_standardize,
     beta_schedule,
+    clip_response_advantages,
     count_forwards,
     group_normalize,
     localization,
@@ -195,6 +197,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         adv = group_normalize(batch.values, group_size, eps, batch.present)
         weights = saw_weights(batch.values, batch.present, eps) if margs.reward_weighting == "saw" else None
         response_sum = weighted_sum(adv, weights)
+        sum_mean, sum_std = batch_standardize(response_sum, eps)
+        response_adv = (response_sum - sum_mean) / (sum_std + eps)  # GDPO's response-level advantage
 
         beta = beta_schedule(self.global_step, margs.beta, margs.warmup_steps) if self.advantage_estimator == "mrtpo" else 0.0
         mode = margs.placement if self.advantage_estimator == "mrtpo" else "uniform"
@@ -212,6 +216,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                         q[j, :, first: first + qg.shape[1]] = qg
             tok = token_advantages(adv[rows], q, mask, beta, margs.cap, mode, weights, generator)
             a = rescale_token_advantages(tok, response_sum, mask, eps)
+            a = clip_response_advantages(a, response_adv[rows], mask, args.reward.clip_range)
             if e.kl is not None and not args.algo.kl.use_loss:
                 kl_penalty = compute_reward(torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask)
                 a = a + self.get_cumulative_returns(kl_penalty, e.action_mask, 1.0)

@@ -38,6 +38,7 @@ from .replay import (
 from .weights import (
     PLACEMENT_MODES,
     apply_cap,
+    clip_response_advantages,
     beta_schedule,
     credit_weights,
     mrtpo_advantages,

@@ -161,6 +161,30 @@ def rescale_token_advantages(
     return (token_adv - mean) / (std + eps) * mask.to(token_adv.dtype)
 
 
+def clip_response_advantages(
+    token_adv: torch.Tensor,
+    response_adv: torch.Tensor,
+    mask: torch.Tensor,
+    clip_range: tuple[float, float] | None,
+) -> torch.Tensor:
+    """Upstream's ``--reward.clip_range`` on the response-level advantage: as upstream's group estimators clamp the
+    normalized reward before it becomes per-token, each row is shifted by ``clamp(r) - r``, so its token mean is the
+    clamped value and the placement's reallocation is kept.
+
+    Args:
+        token_adv: (B, T) from ``rescale_token_advantages``. response_adv: (B,) the standardized response-level
+            advantage r (GDPO's). mask: (B, T). clip_range: (low, high) or None (no clipping).
+    Returns:
+        (B, T).
+    """
+    if not clip_range:
+        return token_adv
+    low, high = float(clip_range[0]), float(clip_range[1])
+    r = response_adv.to(token_adv.dtype)
+    shift = r.clamp(min=low, max=high) - r
+    return token_adv + shift.unsqueeze(-1) * mask.to(token_adv.dtype)
+
+
 def mrtpo_advantages(
     adv: torch.Tensor,
     q: torch.Tensor,

@@ -393,3 +393,29 @@ def test_missing_logs_are_filled_across_the_rollout_batch(monkeypatch):
     assert out[0].info["sql_has_query"].tolist() == [0.0] and out[1].info["sql_has_query"].tolist() == [1.0]
     merged = Experience.concat_experiences(out, 0)
     assert merged.info["sql_has_query"].shape == (len(out),)
+
+
+@pytest.mark.parametrize("estimator", ["gdpo", "mrtpo"])
+def test_reward_clip_range_applies_to_the_response_advantage(estimator, tiny_llama, char_tokenizer):
+    """Issue 10 item 4: --reward.clip_range clamps the response-level (normalized) advantage before it goes per
+    token, as upstream's group estimators do; under mrtpo the placement's reallocation is kept."""
+    import naive_reference as ref
+
+    samples = rollout(15)
+    R, _ = rewards_in_order(samples)
+    args = make_args(estimator=estimator, beta=0.5)
+    args.reward.clip_range = (-0.5, 0.7)
+    m = maker(args, tiny_llama, char_tokenizer)
+    clipped = {g: e.advantages[row][e.action_mask[row].bool()] for e in m.compute_advantages_and_returns(
+        micro_batches(samples, 3, 0)) for row, g in enumerate(e.index)}
+    args.reward.clip_range = None
+    free = {g: e.advantages[row][e.action_mask[row].bool()] for e in maker(args, tiny_llama, char_tokenizer)
+            .compute_advantages_and_returns(micro_batches(rollout(15), 3, 0)) for row, g in enumerate(e.index)}
+    A = ref.group_advantages(R.tolist(), 4)
+    S = [sum(row) for row in A]
+    level = [row[0] for row in ref.batch_step([[x] for x in S], S)]
+    assert min(level) < -0.5 and max(level) > 0.7  # the clip binds on both sides
+    for g, vals in clipped.items():
+        want = min(max(level[g], -0.5), 0.7)
+        assert vals.mean().item() == pytest.approx(want, abs=1e-4)
+        assert torch.allclose(vals - vals.mean(), free[g] - free[g].mean(), atol=1e-5)  # placement kept
