@@ -205,6 +205,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         replay = self._replay(experiences, batch, adv) if beta > 0 and mode != "uniform" else None
         generator = torch.Generator().manual_seed(int(args.train.seed) * 100_003 + self.global_step)
 
+        cap_counts = [0, 0]  # tokens where the cap changed the advantage, valid tokens
         for e in experiences:
             rows = torch.tensor(e.index)
             mask = e.action_mask.bool()
@@ -214,7 +215,10 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                     if g in replay.q:
                         first, qg = replay.q[g]
                         q[j, :, first: first + qg.shape[1]] = qg
-            tok = token_advantages(adv[rows], q, mask, beta, margs.cap, mode, weights, generator)
+            tok, binding = token_advantages(adv[rows], q, mask, beta, margs.cap, mode, weights, generator,
+                                            return_binding=True)
+            cap_counts[0] += int(binding.sum())
+            cap_counts[1] += int(mask.sum())
             a = rescale_token_advantages(tok, response_sum, mask, eps)
             a = clip_response_advantages(a, response_adv[rows], mask, args.reward.clip_range)
             if e.kl is not None and not args.algo.kl.use_loss:
@@ -227,6 +231,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             e.kl = None
         self.last_metrics = self._reward_metrics(batch, adv)
         self.last_metrics["mrtpo/beta"] = beta
+        self.last_metrics["mrtpo/cap_binding_frac"] = cap_counts[0] / max(cap_counts[1], 1)
         if replay is not None:
             self.last_metrics.update(replay.metrics)
         return experiences

@@ -76,16 +76,23 @@ def apply_cap(excess: torch.Tensor, adv: torch.Tensor, cap: float | None) -> tor
     nor do rewards that favour different tokens or cancel; it binds only where several rewards pile
     same-sign extra advantage onto the same token. cap=None disables it.
     """
+    return _capped(excess, adv, cap)[0]
+
+
+def _capped(excess: torch.Tensor, adv: torch.Tensor, cap: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``apply_cap``'s (B, T) result and the (B, T) bool mask of tokens where the cap changed it."""
     a = adv.unsqueeze(-1)
     received = excess.clamp_min(0.0) * a
     given = excess.clamp_max(0.0) * a
     total = received.sum(dim=1)
+    binding = torch.zeros_like(total, dtype=torch.bool)
     if cap is not None:
         if cap < 1.0:
             raise ValueError(f"cap must be >= 1 (a single reward's own credit is never clipped), got {cap}")
         bound = cap * received.abs().amax(dim=1)
+        binding = total.abs() > bound
         total = torch.maximum(torch.minimum(total, bound), -bound)
-    return total + given.sum(dim=1)
+    return total + given.sum(dim=1), binding
 
 
 def token_advantages(
@@ -97,7 +104,8 @@ def token_advantages(
     mode: PlacementMode = "mrtpo",
     reward_weights: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
-) -> torch.Tensor:
+    return_binding: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Place each reward's advantage on its relevant tokens: a[i,t] = sum_k w[i,k,t] * A[i,k].
 
     Args:
@@ -112,6 +120,7 @@ def token_advantages(
             for all rewards).
         reward_weights: optional (K,) or (B, K) response-level reward weights (e.g. SAW) applied to A.
         generator: RNG for "shuffle".
+        return_binding: also return the (B, T) bool mask of tokens where the cap changed the advantage.
     Returns:
         (B, T) float32, 0 on masked positions. Each row's token mean equals sum_k A[i,k] (times
         reward weights) unless the cap binds.
@@ -122,7 +131,7 @@ def token_advantages(
     valid = mask.bool()
     uniform = a.sum(dim=-1, keepdim=True) * valid  # (B, T)
     if mode == "uniform" or beta == 0.0:
-        return uniform.float()
+        return (uniform.float(), torch.zeros_like(valid)) if return_binding else uniform.float()
     if mode == "joint":
         if q.dim() == 2:
             profile, placed = q, torch.ones_like(a, dtype=torch.bool)
@@ -139,7 +148,9 @@ def token_advantages(
         if mode == "shuffle":
             w = _shuffle_within_rows(w, valid, generator)
     excess = (w - 1.0) * valid.unsqueeze(1)  # (B, K, T)
-    return (uniform + apply_cap(excess, a, cap)) * valid
+    moved, binding = _capped(excess, a, cap)
+    out = (uniform + moved) * valid
+    return (out, binding & valid) if return_binding else out
 
 
 def rescale_token_advantages(

@@ -60,3 +60,15 @@ def token_advantages(A_row, q_rows, beta, placed=None):
 def batch_step(token_rows, S, eps=1e-4):
     m, s = mean(S), bessel_std(S)
     return [[(x - m) / (s + eps) for x in row] for row in token_rows]
+
+
+def cap_binds(A_row, q_rows, beta, cap):
+    """One response: per token, does the cap change the advantage? A token receives sum_k max(w_k - 1, 0) * A_k;
+    the cap allows at most cap * max_k |max(w_k - 1, 0) * A_k| of it."""
+    T = len(q_rows[0])
+    ws = [weights(q_rows[k], beta) for k in range(len(A_row))]
+    out = []
+    for t in range(T):
+        got = [max(ws[k][t] - 1, 0.0) * A_row[k] for k in range(len(A_row))]
+        out.append(abs(sum(got)) > cap * max(abs(x) for x in got) + 1e-6)
+    return out

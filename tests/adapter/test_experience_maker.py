@@ -419,3 +419,25 @@ def test_reward_clip_range_applies_to_the_response_advantage(estimator, tiny_lla
         want = min(max(level[g], -0.5), 0.7)
         assert vals.mean().item() == pytest.approx(want, abs=1e-4)
         assert torch.allclose(vals - vals.mean(), free[g] - free[g].mean(), atol=1e-5)  # placement kept
+
+
+def test_cap_binding_frac_metric(monkeypatch, tiny_llama, char_tokenizer):
+    """Issue 10 item 6: mrtpo/cap_binding_frac is the share of valid tokens where the cap changed the advantage,
+    checked against a naive loop over the captured relevance."""
+    import naive_reference as ref
+
+    samples = rollout(16)
+    R, blocks = rewards_in_order(samples)
+    seen = capture_q(monkeypatch)
+    m = maker(make_args(beta=1.0, cap=1.0), tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(micro_batches(samples, 3, 5))
+    A = ref.group_advantages(R.tolist(), 4)
+    binds = tokens = 0
+    for e, (q, mask) in zip(out, seen["calls"]):
+        for row, g in enumerate(e.index):
+            valid = mask[row]
+            flags = ref.cap_binds(A[g], q[row][:, valid].tolist(), 1.0, 1.0)
+            binds += sum(flags)
+            tokens += len(flags)
+    metric = m.pop_metrics()["mrtpo/cap_binding_frac"]
+    assert binds > 0 and metric == pytest.approx(binds / tokens)
