@@ -3,13 +3,15 @@
 Replaces upstream's ``compute_advantages_and_returns`` for ``--algo.advantage.estimator gdpo|mrtpo``
 (other estimators run upstream's code unchanged). Per step:
 
-1. length penalties (upstream's ``apply_length_penalties``) act on the scalar reward; their change
-   becomes one extra reward column ``length_penalty`` with no verifier block (uniform placement);
-2. the (N, K) reward matrix is group-normalized per reward (``core.group_normalize``);
+1. length penalties (upstream's ``apply_length_penalties``) act on the scalar reward; their change p
+   (reward units) is kept aside: it is not a verifier reward and is not normalized;
+2. the (N, K) reward matrix is group-normalized per reward (``core.group_normalize``), a NaN/Inf value
+   counting as absent;
 3. ``mrtpo``: every (response, reward) pair with a non-zero advantage and a non-empty block is
    replayed on the actor group, the same number of forwards on every rank;
 4. ``core.token_advantages`` places each reward's advantage, ``core.rescale_token_advantages``
-   applies GDPO's batch step (batch statistics over the whole rollout batch);
+   applies GDPO's batch step (batch statistics over the whole rollout batch); then p is added to
+   every token of its response, at its own size, and ``--reward.clip_range`` clamps the response level;
 5. KL in the reward (no ``--algo.kl.use_loss``): the per-token ``-kl_coef * kl`` penalty is added
    as its reward-to-go, exactly as upstream's group estimators do. It is not a verifier reward and
    is not re-placed.
@@ -52,6 +54,7 @@ from .transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
 logger = logging.getLogger(__name__)
 
 LENGTH_PENALTY = "length_penalty"
+REWARD_LOW = 0.0  # the lowest possible value of every shipped reward (all are 0/1); SAW shifts by it
 
 
 @dataclass
@@ -102,6 +105,13 @@ def drop_nonfinite(batch: RewardBatch) -> RewardBatch:
                        batch.names[g][k], g, float(batch.values[g, k]))
     values = torch.where(bad, torch.zeros_like(batch.values), batch.values)
     return RewardBatch(values, batch.present * ~bad, batch.names, batch.blocks, batch.spans, int(bad.sum()))
+
+
+def name_ids(names: Sequence[Sequence[str]]) -> torch.Tensor:
+    """(N, K) int id of each reward name ("" padding: -1), so statistics can be taken per name."""
+    table: dict[str, int] = {}
+    return torch.tensor([[table.setdefault(n, len(table)) if n else -1 for n in row] for row in names],
+                        dtype=torch.long)
 
 
 def check_groups(batch: RewardBatch, group_size: int) -> None:
@@ -184,21 +194,19 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             e.rewards = torch.where(torch.isfinite(e.rewards), e.rewards, total)
         before = [e.rewards.clone() for e in experiences]
         apply_length_penalties(experiences, args)
-        penalty = torch.zeros(len(batch.names))
+        penalty = torch.zeros(len(batch.names))  # in reward units; added after the normalizations, uniformly
         for e, b in zip(experiences, before):
             penalty[torch.tensor(e.index)] = (e.rewards - b).float()
-        if bool((penalty != 0).any()):
-            batch = RewardBatch(
-                torch.cat([batch.values, penalty[:, None]], 1), torch.cat([batch.present, torch.ones(len(penalty), 1)], 1),
-                [n + [LENGTH_PENALTY] for n in batch.names], [b + [""] for b in batch.blocks],
-                [None if sp is None else sp + [None] for sp in batch.spans], batch.nonfinite)
         check_groups(batch, group_size)
 
         adv = group_normalize(batch.values, group_size, eps, batch.present)
-        weights = saw_weights(batch.values, batch.present, eps) if margs.reward_weighting == "saw" else None
+        weights = None
+        if margs.reward_weighting == "saw":
+            weights = saw_weights(batch.values, batch.present, eps, name_ids(batch.names), lows=REWARD_LOW)
         response_sum = weighted_sum(adv, weights)
         sum_mean, sum_std = batch_standardize(response_sum, eps)
-        response_adv = (response_sum - sum_mean) / (sum_std + eps)  # GDPO's response-level advantage
+        # GDPO's response-level advantage, plus the length penalty at its own size
+        response_adv = (response_sum - sum_mean) / (sum_std + eps) + penalty
 
         beta = beta_schedule(self.global_step, margs.beta, margs.warmup_steps) if self.advantage_estimator == "mrtpo" else 0.0
         mode = margs.placement if self.advantage_estimator == "mrtpo" else "uniform"
@@ -215,11 +223,11 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                     if g in replay.q:
                         first, qg = replay.q[g]
                         q[j, :, first: first + qg.shape[1]] = qg
-            tok, binding = token_advantages(adv[rows], q, mask, beta, margs.cap, mode, weights, generator,
-                                            return_binding=True)
+            tok, binding = token_advantages(adv[rows], q, mask, beta, margs.cap, mode,
+                                            None if weights is None else weights[rows], generator, return_binding=True)
             cap_counts[0] += int(binding.sum())
             cap_counts[1] += int(mask.sum())
-            a = rescale_token_advantages(tok, response_sum, mask, eps)
+            a = rescale_token_advantages(tok, response_sum, mask, eps) + penalty[rows, None] * mask
             a = clip_response_advantages(a, response_adv[rows], mask, args.reward.clip_range)
             if e.kl is not None and not args.algo.kl.use_loss:
                 kl_penalty = compute_reward(torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask)
@@ -230,6 +238,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             e.info["group_reward_std"] = self._group_std(batch, group_size)[rows]
             e.kl = None
         self.last_metrics = self._reward_metrics(batch, adv)
+        if bool((penalty != 0).any()):
+            self.last_metrics[f"reward/{LENGTH_PENALTY}/mean"] = float(penalty.mean())
         self.last_metrics["mrtpo/beta"] = beta
         self.last_metrics["mrtpo/cap_binding_frac"] = cap_counts[0] / max(cap_counts[1], 1)
         if replay is not None:

@@ -114,26 +114,43 @@ def grpo_advantages(
     return group_normalize(total, group_size, eps).float()
 
 
-def saw_weights(rewards: torch.Tensor, reward_mask: torch.Tensor | None = None, eps: float = DEFAULT_EPS) -> torch.Tensor:
+def saw_weights(
+    rewards: torch.Tensor,
+    reward_mask: torch.Tensor | None = None,
+    eps: float = DEFAULT_EPS,
+    reward_ids: torch.Tensor | None = None,
+    lows: float | torch.Tensor = 0.0,
+) -> torch.Tensor:
     """SAW-style response-level reward weights from each reward's coefficient of variation.
 
-    Our reading of SAW (arXiv 2606.07705): a reward whose batch values vary more relative to their
-    mean carries more signal, so w_k is proportional to CV_k = std_B(r_k) / (|mean_B(r_k)| + eps),
-    normalized to mean 1 over the rewards present. Check against the authors' code before
-    reporting SAW numbers.
+    Our reading of SAW (arXiv 2606.07705, code: github.com/Zhaolutuan/SAW): a reward whose batch values vary more
+    relative to their mean carries more signal. Each reward is first shifted by its lowest possible value, then
+    w_r is proportional to CV_r = std_B(r - low) / (|mean_B(r - low)| + eps), normalized to mean 1 over the rewards
+    with any spread (others get 0).
 
     Args:
         rewards: (B, K); reward_mask: optional (B, K) marking rewards that exist for a row.
+        reward_ids: optional (B, K) int ids (e.g. one per reward name): statistics are taken per id over every
+            (row, column) holding it, so a column that holds different rewards in different prompts (one
+            constraint per column in instruction following) does not mix them. Negative ids are ignored.
+        lows: the lowest possible value of the rewards: a number or (B, K).
     Returns:
-        (K,) float32 weights with mean 1 over rewards that have any spread (others get 0).
+        (K,) float32 weights without ``reward_ids``; (B, K) with them (0 where the mask or the id is off).
     """
-    r = rewards.double()
+    r = rewards.double() - (lows.double() if isinstance(lows, torch.Tensor) else float(lows))
     m = torch.ones_like(r) if reward_mask is None else reward_mask.double()
-    count = m.sum(dim=0).clamp_min(1)
-    mean = (r * m).sum(dim=0) / count
-    var = (((r - mean) * m) ** 2).sum(dim=0) / (count - 1).clamp_min(1)
+    ids = torch.arange(r.shape[1]).expand_as(r) if reward_ids is None else reward_ids.long()
+    m = m * (ids >= 0)
+    n_ids = int(ids.max()) + 1 if ids.numel() else 0
+    flat_ids, flat_m = ids.clamp_min(0).reshape(-1), m.reshape(-1)
+    r = torch.where(m > 0, r, torch.zeros_like(r)).reshape(-1)
+    count = torch.zeros(n_ids, dtype=torch.float64).index_add_(0, flat_ids, flat_m)
+    mean = torch.zeros(n_ids, dtype=torch.float64).index_add_(0, flat_ids, r * flat_m) / count.clamp_min(1)
+    sq = ((r - mean[flat_ids]) * flat_m) ** 2
+    var = torch.zeros(n_ids, dtype=torch.float64).index_add_(0, flat_ids, sq) / (count - 1).clamp_min(1)
     cv = var.sqrt() / (mean.abs() + eps)
     live = cv > 0
-    if not bool(live.any()):
-        return torch.ones(r.shape[1], dtype=torch.float32)
-    return (cv * live.sum() / cv[live].sum()).float()
+    w = torch.ones(n_ids, dtype=torch.float64) if not bool(live.any()) else cv * live.sum() / cv[live].sum()
+    if reward_ids is None:
+        return w.float()
+    return (w[ids.clamp_min(0)] * m).float()

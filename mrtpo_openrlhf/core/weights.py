@@ -137,7 +137,7 @@ def token_advantages(
             profile, placed = q, torch.ones_like(a, dtype=torch.bool)
         else:
             # the replay writes the one joint profile on the replayed rewards and 0 elsewhere; a reward
-            # without a profile (no verifier block, e.g. length_penalty) stays uniform, as in "mrtpo"
+            # without a profile (no verifier block) stays uniform, as in "mrtpo"
             profile, placed = q.amax(dim=1), (q * valid.unsqueeze(1)).amax(dim=-1) > 0
         w = credit_weights(profile, valid, beta).unsqueeze(1).expand(-1, a.shape[1], -1)
         w = torch.where(placed.unsqueeze(-1), w, valid.unsqueeze(1).to(w.dtype))

@@ -441,3 +441,56 @@ def test_cap_binding_frac_metric(monkeypatch, tiny_llama, char_tokenizer):
             tokens += len(flags)
     metric = m.pop_metrics()["mrtpo/cap_binding_frac"]
     assert binds > 0 and metric == pytest.approx(binds / tokens)
+
+
+@pytest.mark.parametrize("estimator", ["gdpo", "mrtpo"])
+def test_length_penalty_keeps_its_size(estimator, tiny_llama, char_tokenizer):
+    """Issue 10 item 1: a DAPO overlong penalty p is added to its response's advantage at its own size (uniformly),
+    after the normalizations: a -0.01 penalty only nudges, a -0.5 penalty moves by 0.5."""
+    import naive_reference as ref
+
+    samples = rollout(17)
+    R, _ = rewards_in_order(samples)
+    lengths = [int(s.response_length[0]) for s in samples]
+    args = make_args(estimator=estimator, beta=0.5)
+    args.rollout.max_new_tokens = 9
+    args.reward.overlong_buffer_len, args.reward.overlong_penalty_factor = 4, 1.0
+    m = maker(args, tiny_llama, char_tokenizer)
+    out = {g: e.advantages[row][e.action_mask[row].bool()] for e in m.compute_advantages_and_returns(
+        micro_batches(samples, 3, 0)) for row, g in enumerate(e.index)}
+    A = ref.group_advantages(R.tolist(), 4)
+    S = [sum(row) for row in A]
+    level = [row[0] for row in ref.batch_step([[x] for x in S], S)]
+    penalty = [-min(max(n - 5, 0), 4) / 4 for n in lengths]  # DAPO: -min(len - (max - buffer), buffer) / buffer
+    assert any(p < 0 for p in penalty) and any(p == 0 for p in penalty)
+    for g, vals in out.items():
+        assert vals.mean().item() == pytest.approx(level[g] + penalty[g], abs=1e-4), g
+    metrics = m.pop_metrics()
+    assert metrics["reward/length_penalty/mean"] == pytest.approx(sum(penalty) / len(penalty))
+    assert "reward/length_penalty/adv_std" not in metrics  # no reward column of its own
+
+
+def test_saw_weights_per_reward_name(tiny_llama, char_tokenizer):
+    """Issue 10 item 3: SAW statistics are taken per reward name, not per column position: two prompts holding the
+    same constraints in different column orders get the same weight per constraint (naive loop reference)."""
+    import naive_reference as ref
+
+    samples = rollout(18)
+    R, _ = rewards_in_order(samples)
+    names = [["a", "b", "c"] if g < 4 else ["c", "a", "b"] for g in range(len(R))]
+    for s, n in zip(samples, names):
+        s.info["mrtpo_names"] = [n]
+    m = maker(make_args(estimator="gdpo", weighting="saw"), tiny_llama, char_tokenizer)
+    out = {g: e.advantages[row][e.action_mask[row].bool()] for e in m.compute_advantages_and_returns(
+        micro_batches(samples, 3, 0)) for row, g in enumerate(e.index)}
+    cv = {}
+    for name in "abc":
+        vals = [R[g, k].item() for g in range(len(R)) for k in range(3) if names[g][k] == name]
+        cv[name] = ref.bessel_std(vals) / (abs(ref.mean(vals)) + 1e-4)
+    live = [n for n in cv if cv[n] > 0]
+    w = {n: cv[n] * len(live) / sum(cv[x] for x in live) for n in cv}
+    A = ref.group_advantages(R.tolist(), 4)
+    S = [sum(w[names[g][k]] * A[g][k] for k in range(3)) for g in range(len(R))]
+    level = [row[0] for row in ref.batch_step([[x] for x in S], S)]
+    for g, vals in out.items():
+        assert torch.allclose(vals, torch.tensor(level[g]), atol=1e-4), g

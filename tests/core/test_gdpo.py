@@ -124,3 +124,26 @@ def test_absent_values_take_no_part_in_group_statistics(groups, n, k, data):
     # all present: the same as without a mask
     full = torch.tensor(rows)
     assert torch.allclose(group_normalize(full, n, EPS, torch.ones_like(full)), group_normalize(full, n, EPS), atol=1e-6)
+
+
+def test_saw_weights_per_id_and_shifted_by_the_lowest_value():
+    """Issue 10 item 3: statistics per reward id over every (row, column) holding it; values shifted by the lowest
+    possible value before the coefficient of variation (naive loop reference)."""
+    from mrtpo_openrlhf.core import saw_weights
+
+    values = torch.tensor([[1.0, 0.0], [0.0, 0.0], [-1.0, 1.0], [1.0, -1.0]])
+    ids = torch.tensor([[0, 1], [0, 1], [1, 0], [1, 0]])
+    present = torch.tensor([[1, 1], [1, 1], [1, 1], [1, 0]])
+    low = -1.0
+    cv = {}
+    for rid in (0, 1):
+        xs = [values[i, k].item() - low for i in range(4) for k in range(2) if ids[i, k] == rid and present[i, k]]
+        m = sum(xs) / len(xs)
+        sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+        cv[rid] = sd / (abs(m) + EPS)
+    norm = {r: cv[r] * 2 / (cv[0] + cv[1]) for r in cv}
+    got = saw_weights(values, present, EPS, ids, lows=low)
+    want = torch.tensor([[norm[int(ids[i, k])] * int(present[i, k]) for k in range(2)] for i in range(4)])
+    assert torch.allclose(got, want.float(), atol=1e-6)
+    # the shift matters: without it the means (and so the weights) differ
+    assert not torch.allclose(saw_weights(values, present, EPS, ids), got, atol=1e-3)
