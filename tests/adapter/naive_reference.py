@@ -72,3 +72,21 @@ def cap_binds(A_row, q_rows, beta, cap):
         got = [max(ws[k][t] - 1, 0.0) * A_row[k] for k in range(len(A_row))]
         out.append(abs(sum(got)) > cap * max(abs(x) for x in got) + 1e-6)
     return out
+
+
+def capped_token_advantages(A_row, q_rows, beta, cap=None):
+    """One response under "mrtpo" placement with the cap: what a token receives from all rewards (the positive
+    parts of (w_k - 1) * A_k) is at most cap times the largest single reward's part; what it gives is not capped."""
+    T = len(q_rows[0])
+    ws = [weights(q_rows[k], beta) for k in range(len(A_row))]
+    out = []
+    for t in range(T):
+        parts = [(ws[k][t] - 1) * A_row[k] for k in range(len(A_row))]
+        recv = [max(ws[k][t] - 1, 0.0) * A_row[k] for k in range(len(A_row))]
+        give = sum(p - r for p, r in zip(parts, recv))
+        total = sum(recv)
+        if cap is not None:
+            bound = cap * max(abs(r) for r in recv)
+            total = min(max(total, -bound), bound)
+        out.append(sum(A_row) + total + give)
+    return out

@@ -494,3 +494,69 @@ def test_saw_weights_per_reward_name(tiny_llama, char_tokenizer):
     level = [row[0] for row in ref.batch_step([[x] for x in S], S)]
     for g, vals in out.items():
         assert torch.allclose(vals, torch.tensor(level[g]), atol=1e-4), g
+
+
+@pytest.mark.parametrize("cap", [None, 1.0, 2.0])
+def test_central_path_against_naive_loops(cap, monkeypatch, tiny_llama, char_tokenizer):
+    """The mrtpo path end to end through the experience maker (micro-batches shuffled) against plain loops written
+    from README's formulas; only q is taken from the maker (the replay is checked in tests/core/test_replay.py)."""
+    import naive_reference as ref
+
+    samples = rollout(19, groups=3)
+    R, blocks = rewards_in_order(samples)
+    seen = capture_q(monkeypatch)
+    m = maker(make_args(beta=0.7, cap=cap), tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(micro_batches(samples, 5, 2))
+    A = ref.group_advantages(R.tolist(), 4)
+    S = [sum(row) for row in A]
+    rows, expected = {}, {}
+    for e, (q, mask) in zip(out, seen["calls"]):
+        for row, g in enumerate(e.index):
+            valid = mask[row]
+            q_rows = q[row][:, valid].tolist()
+            for k in range(3):  # only pairs with a varying reward and a block are replayed
+                assert not any(q_rows[k]) or (A[g][k] != 0 and bool(blocks[g][k]))
+            expected[g] = ref.capped_token_advantages(A[g], q_rows, 0.7, cap)
+            rows[g] = e.advantages[row][valid]
+    final = ref.batch_step([expected[g] for g in range(len(A))], S)
+    assert any(len(set(round(x, 4) for x in final[g])) > 1 for g in rows)  # placement is not uniform
+    for g, got in rows.items():
+        assert torch.allclose(got, torch.tensor(final[g]), atol=1e-4), g
+
+
+def test_mrtpo_at_beta_zero_equals_gdpo(tiny_llama, char_tokenizer):
+    """beta = 0 (and the default cap) reproduces GDPO through the experience maker: max abs diff < 1e-6."""
+    def run(estimator, beta):
+        args = make_args(estimator=estimator, beta=beta, cap=2.0, use_kl_loss=False)
+        exps = micro_batches(rollout(20), 3, 1)
+        for e in exps:
+            e.kl = torch.rand(e.action_mask.shape, generator=torch.Generator().manual_seed(e.index[0])) * e.action_mask
+        m = maker(args, tiny_llama, char_tokenizer)
+        return {g: e.advantages[row] for e in m.compute_advantages_and_returns(exps) for row, g in enumerate(e.index)}
+
+    gdpo, mrtpo = run("gdpo", 0.5), run("mrtpo", 0.0)
+    assert max(float((gdpo[g] - mrtpo[g]).abs().max()) for g in gdpo) < 1e-6
+
+
+def test_replay_runs_in_eval_mode_with_dropout(char_tokenizer):
+    """The replay must not see dropout: with a dropout model left in train mode the actor's replay is deterministic
+    and the model is back in train mode afterwards."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from mrtpo_openrlhf.core import request_from_ids
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=101, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, attention_dropout=0.5, max_position_embeddings=256)
+    model = LlamaForCausalLM(cfg)
+    model.config._attn_implementation = "eager"
+    model.train()
+    actor = fake_actor(model)
+    req = request_from_ids(list(range(3, 20)), [[30, 31, 32], [40, 41]], list(range(50, 62)), [0, 1])
+    kwargs = dict(requests=[req], min_forwards=0, num_rewards=2, temperature=1.0, micro_batch_size=2, chunk_size=4)
+    q1, q2 = actor.replay_relevance(**kwargs), actor.replay_relevance(**kwargs)
+    assert torch.equal(q1, q2) and (q1 > 0).any()
+    assert model.training
+    with torch.no_grad():  # the same model in train mode is not deterministic: the test can tell
+        ids = torch.tensor([list(range(3, 30))])
+        assert not torch.equal(model(ids).logits, model(ids).logits)
