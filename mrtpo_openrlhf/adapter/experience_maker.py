@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from .transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
 logger = logging.getLogger(__name__)
 
 LENGTH_PENALTY = "length_penalty"
+DUMP_ENV = "MRTPO_DUMP_ADVANTAGES"  # a folder: each step's advantages are saved there (tests, debugging)
 REWARD_LOW = 0.0  # the lowest possible value of every shipped reward (all are 0/1); SAW shifts by it
 
 
@@ -214,6 +216,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         generator = torch.Generator().manual_seed(int(args.train.seed) * 100_003 + self.global_step)
 
         cap_counts = [0, 0]  # tokens where the cap changed the advantage, valid tokens
+        dump = {} if os.environ.get(DUMP_ENV) else None
         for e in experiences:
             rows = torch.tensor(e.index)
             mask = e.action_mask.bool()
@@ -229,6 +232,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             cap_counts[1] += int(mask.sum())
             a = rescale_token_advantages(tok, response_sum, mask, eps) + penalty[rows, None] * mask
             a = clip_response_advantages(a, response_adv[rows], mask, args.reward.clip_range)
+            if dump is not None:
+                for j, g in enumerate(e.index):
+                    dump[g] = {"advantages": a[j][mask[j]].clone(), "gdpo": float(response_adv[g])}
             if e.kl is not None and not args.algo.kl.use_loss:
                 kl_penalty = compute_reward(torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask)
                 a = a + self.get_cumulative_returns(kl_penalty, e.action_mask, 1.0)
@@ -237,6 +243,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             e.info["return"] = e.rewards.float()
             e.info["group_reward_std"] = self._group_std(batch, group_size)[rows]
             e.kl = None
+        if dump is not None:
+            self._dump(dump, beta, mode)
         self.last_metrics = self._reward_metrics(batch, adv)
         if bool((penalty != 0).any()):
             self.last_metrics[f"reward/{LENGTH_PENALTY}/mean"] = float(penalty.mean())
@@ -245,6 +253,14 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         if replay is not None:
             self.last_metrics.update(replay.metrics)
         return experiences
+
+    def _dump(self, rows: dict, beta: float, mode: str) -> None:
+        """Write this step's token advantages (before the KL term) and GDPO's response-level advantage on the same
+        batch to $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the end-to-end checks of the placement."""
+        folder = os.environ[DUMP_ENV]
+        os.makedirs(folder, exist_ok=True)
+        torch.save({"step": self.global_step, "estimator": self.advantage_estimator, "beta": beta, "placement": mode,
+                    "rows": rows}, os.path.join(folder, f"step{self.global_step}.pt"))
 
     @staticmethod
     def _group_std(batch: RewardBatch, group_size: int) -> torch.Tensor:

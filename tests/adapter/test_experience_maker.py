@@ -560,3 +560,16 @@ def test_replay_runs_in_eval_mode_with_dropout(char_tokenizer):
     with torch.no_grad():  # the same model in train mode is not deterministic: the test can tell
         ids = torch.tensor([list(range(3, 30))])
         assert not torch.equal(model(ids).logits, model(ids).logits)
+
+
+def test_advantage_dump(monkeypatch, tmp_path, tiny_llama, char_tokenizer):
+    """$MRTPO_DUMP_ADVANTAGES receives each step's token advantages and GDPO's response-level value (e2e checks)."""
+    monkeypatch.setenv("MRTPO_DUMP_ADVANTAGES", str(tmp_path))
+    m = maker(make_args(beta=0.5), tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(micro_batches(rollout(21), 3, 0))
+    dumped = torch.load(tmp_path / "step3.pt")
+    assert dumped["estimator"] == "mrtpo" and dumped["beta"] == 0.5 and len(dumped["rows"]) == 8
+    for e in out:
+        for row, g in enumerate(e.index):
+            assert torch.equal(dumped["rows"][g]["advantages"], e.advantages[row][e.action_mask[row].bool()])
+            assert dumped["rows"][g]["advantages"].mean().item() == pytest.approx(dumped["rows"][g]["gdpo"], abs=1e-4)
