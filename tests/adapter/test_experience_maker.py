@@ -341,9 +341,9 @@ def reward_func_samples(fail_on, fresh_func_per_call=False):
     def score_one(query, prompt, label):
         if query in fail_on:
             raise RuntimeError("verifier crashed")
-        return RewardVector([RewardItem("format", float(len(query) % 2)), RewardItem("execution", float(len(query) % 3 == 0),
-                                                                                      "SELECT 1")],
-                            primary="execution", logs={"sql_has_query": 1.0})
+        items = [RewardItem("format", float(len(query) % 2)),
+                 RewardItem("execution", float(len(query) % 3 == 0), "SELECT 1")]
+        return RewardVector(items, primary="execution", logs={"sql_has_query": 1.0})
 
     def make():
         return make_reward_func(score_one, lambda label: ["format", "execution"])
