@@ -249,6 +249,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         if bool((penalty != 0).any()):
             self.last_metrics[f"reward/{LENGTH_PENALTY}/mean"] = float(penalty.mean())
         self.last_metrics["mrtpo/beta"] = beta
+        self.last_metrics["mrtpo/nonfinite_rewards"] = float(batch.nonfinite)
         self.last_metrics["mrtpo/cap_binding_frac"] = cap_counts[0] / max(cap_counts[1], 1)
         if replay is not None:
             self.last_metrics.update(replay.metrics)
@@ -282,7 +283,6 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         for n, a in advs.items():
             out[f"reward/{n}/adv_std"] = float(torch.tensor(a).std()) if len(a) > 1 else 0.0
         n_pairs = float(batch.present.sum())
-        out["mrtpo/nonfinite_rewards"] = float(batch.nonfinite)
         if adv is not None and n_pairs:
             out["mrtpo/varying_pairs_frac"] = float(((adv != 0) & (batch.present > 0)).sum()) / n_pairs
         return out
