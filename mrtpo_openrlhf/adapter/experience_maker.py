@@ -3,13 +3,15 @@
 Replaces upstream's ``compute_advantages_and_returns`` for ``--algo.advantage.estimator gdpo|mrtpo``
 (other estimators run upstream's code unchanged). Per step:
 
-1. length penalties (upstream's ``apply_length_penalties``) act on the scalar reward; their change
-   becomes one extra reward column ``length_penalty`` with no verifier block (uniform placement);
-2. the (N, K) reward matrix is group-normalized per reward (``core.group_normalize``);
+1. length penalties (upstream's ``apply_length_penalties``) act on the scalar reward; their change p
+   (reward units) is kept aside: it is not a verifier reward and is not normalized;
+2. the (N, K) reward matrix is group-normalized per reward (``core.group_normalize``), a NaN/Inf value
+   counting as absent;
 3. ``mrtpo``: every (response, reward) pair with a non-zero advantage and a non-empty block is
    replayed on the actor group, the same number of forwards on every rank;
 4. ``core.token_advantages`` places each reward's advantage, ``core.rescale_token_advantages``
-   applies GDPO's batch step (batch statistics over the whole rollout batch);
+   applies GDPO's batch step (batch statistics over the whole rollout batch); then p is added to
+   every token of its response, at its own size, and ``--reward.clip_range`` clamps the response level;
 5. KL in the reward (no ``--algo.kl.use_loss``): the per-token ``-kl_coef * kl`` penalty is added
    as its reward-to-go, exactly as upstream's group estimators do. It is not a verifier reward and
    is not re-placed.
@@ -18,6 +20,8 @@ The result is the (B, A) ``advantages`` (and ``returns``) upstream's PolicyLoss 
 from __future__ import annotations
 
 import itertools
+import logging
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -30,12 +34,15 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 
 from ..core import (
+    PROMPT_IDS_MISMATCH,
     ReplayRequest,
+    batch_standardize,
     beta_schedule,
+    clip_response_advantages,
     count_forwards,
     group_normalize,
     localization,
-    request_from_text,
+    request_for_rollout,
     rescale_token_advantages,
     saw_weights,
     token_advantages,
@@ -43,22 +50,29 @@ from ..core import (
     weighted_sum,
 )
 from .args import MULTI_REWARD_ESTIMATORS
-from .transport import BLOCKS, NAMES, PRESENT, VALUES, pop_reward_vectors
+from .transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
+
+logger = logging.getLogger(__name__)
 
 LENGTH_PENALTY = "length_penalty"
+DUMP_ENV = "MRTPO_DUMP_ADVANTAGES"  # a folder: each step's advantages are saved there (tests, debugging)
+REWARD_LOW = 0.0  # the lowest possible value of every shipped reward (all are 0/1); SAW shifts by it
 
 
 @dataclass
 class RewardBatch:
     """The whole rollout batch's reward vectors in original rollout order (rows = ``experience.index``).
 
-    values/present: (N, K); names/blocks: N lists of K strings ("" pads missing rewards).
+    values/present: (N, K); names/blocks: N lists of K strings ("" pads missing rewards); spans: N entries,
+    None (the reward function records no spans) or K block spans in the prompt (None pads).
     """
 
     values: torch.Tensor
     present: torch.Tensor
     names: list[list[str]]
     blocks: list[list[str]]
+    spans: list | None = None
+    nonfinite: int = 0  # values dropped as verifier failures (``drop_nonfinite``)
 
 
 def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> RewardBatch:
@@ -69,6 +83,7 @@ def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> 
     present = torch.zeros(n, k)
     names: list[list[str]] = [[] for _ in range(n)]
     blocks: list[list[str]] = [[] for _ in range(n)]
+    spans: list = [None] * n
     for exp, vec in zip(experiences, vectors):
         kk = vec[VALUES].shape[1]
         for row, g in enumerate(exp.index):
@@ -76,7 +91,29 @@ def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> 
             present[g, :kk] = vec[PRESENT][row].float()
             names[g] = list(vec[NAMES][row]) + [""] * (k - len(vec[NAMES][row]))
             blocks[g] = list(vec[BLOCKS][row]) + [""] * (k - len(vec[BLOCKS][row]))
-    return RewardBatch(values, present, names, blocks)
+            row_spans = vec.get(SPANS, [None] * len(exp.index))[row]
+            spans[g] = None if row_spans is None else list(row_spans) + [None] * (k - len(row_spans))
+    return RewardBatch(values, present, names, blocks, spans)
+
+
+def drop_nonfinite(batch: RewardBatch) -> RewardBatch:
+    """A NaN or infinite reward value is a verifier failure: that reward is absent for that response (value 0,
+    present 0, no part in its group's statistics), with the reason logged; every other value is kept."""
+    bad = ~torch.isfinite(batch.values) & (batch.present > 0)
+    if not bool(bad.any()):
+        return batch
+    for g, k in bad.nonzero().tolist():
+        logger.warning("reward %r of response %d is %s: verifier failure, the reward counts as absent for it",
+                       batch.names[g][k], g, float(batch.values[g, k]))
+    values = torch.where(bad, torch.zeros_like(batch.values), batch.values)
+    return RewardBatch(values, batch.present * ~bad, batch.names, batch.blocks, batch.spans, int(bad.sum()))
+
+
+def name_ids(names: Sequence[Sequence[str]]) -> torch.Tensor:
+    """(N, K) int id of each reward name ("" padding: -1), so statistics can be taken per name."""
+    table: dict[str, int] = {}
+    return torch.tensor([[table.setdefault(n, len(table)) if n else -1 for n in row] for row in names],
+                        dtype=torch.long)
 
 
 def check_groups(batch: RewardBatch, group_size: int) -> None:
@@ -150,28 +187,36 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         group_size = args.rollout.n_samples_per_prompt
         eps = margs.eps
         for e in experiences:
-            e.rewards = e.rewards.to(torch.promote_types(e.rewards.dtype, torch.float32))
+            # (B, 1) rewards (a JSON-list reward) are (B,) here, as upstream's group estimators read them
+            e.rewards = e.rewards.to(torch.promote_types(e.rewards.dtype, torch.float32)).reshape(len(e.index))
+        batch = drop_nonfinite(gather_reward_batch(experiences, vectors))
+        for e in experiences:
+            # a non-finite scalar is the sum of a vector holding a failure: recompute it without the absent values
+            total = (batch.values[e.index] * batch.present[e.index]).sum(1).to(e.rewards.dtype)
+            e.rewards = torch.where(torch.isfinite(e.rewards), e.rewards, total)
         before = [e.rewards.clone() for e in experiences]
         apply_length_penalties(experiences, args)
-        batch = gather_reward_batch(experiences, vectors)
-        penalty = torch.zeros(len(batch.names))
+        penalty = torch.zeros(len(batch.names))  # in reward units; added after the normalizations, uniformly
         for e, b in zip(experiences, before):
             penalty[torch.tensor(e.index)] = (e.rewards - b).float()
-        if bool((penalty != 0).any()):
-            batch = RewardBatch(
-                torch.cat([batch.values, penalty[:, None]], 1), torch.cat([batch.present, torch.ones(len(penalty), 1)], 1),
-                [n + [LENGTH_PENALTY] for n in batch.names], [b + [""] for b in batch.blocks])
         check_groups(batch, group_size)
 
-        adv = group_normalize(batch.values, group_size, eps) * batch.present
-        weights = saw_weights(batch.values, batch.present, eps) if margs.reward_weighting == "saw" else None
+        adv = group_normalize(batch.values, group_size, eps, batch.present)
+        weights = None
+        if margs.reward_weighting == "saw":
+            weights = saw_weights(batch.values, batch.present, eps, name_ids(batch.names), lows=REWARD_LOW)
         response_sum = weighted_sum(adv, weights)
+        sum_mean, sum_std = batch_standardize(response_sum, eps)
+        # GDPO's response-level advantage, plus the length penalty at its own size
+        response_adv = (response_sum - sum_mean) / (sum_std + eps) + penalty
 
         beta = beta_schedule(self.global_step, margs.beta, margs.warmup_steps) if self.advantage_estimator == "mrtpo" else 0.0
         mode = margs.placement if self.advantage_estimator == "mrtpo" else "uniform"
         replay = self._replay(experiences, batch, adv) if beta > 0 and mode != "uniform" else None
         generator = torch.Generator().manual_seed(int(args.train.seed) * 100_003 + self.global_step)
 
+        cap_counts = [0, 0]  # tokens where the cap changed the advantage, valid tokens
+        dump = {} if os.environ.get(DUMP_ENV) else None
         for e in experiences:
             rows = torch.tensor(e.index)
             mask = e.action_mask.bool()
@@ -181,8 +226,15 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                     if g in replay.q:
                         first, qg = replay.q[g]
                         q[j, :, first: first + qg.shape[1]] = qg
-            tok = token_advantages(adv[rows], q, mask, beta, margs.cap, mode, weights, generator)
-            a = rescale_token_advantages(tok, response_sum, mask, eps)
+            tok, binding = token_advantages(adv[rows], q, mask, beta, margs.cap, mode,
+                                            None if weights is None else weights[rows], generator, return_binding=True)
+            cap_counts[0] += int(binding.sum())
+            cap_counts[1] += int(mask.sum())
+            a = rescale_token_advantages(tok, response_sum, mask, eps) + penalty[rows, None] * mask
+            a = clip_response_advantages(a, response_adv[rows], mask, args.reward.clip_range)
+            if dump is not None:
+                for j, g in enumerate(e.index):
+                    dump[g] = {"advantages": a[j][mask[j]].clone(), "gdpo": float(response_adv[g])}
             if e.kl is not None and not args.algo.kl.use_loss:
                 kl_penalty = compute_reward(torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask)
                 a = a + self.get_cumulative_returns(kl_penalty, e.action_mask, 1.0)
@@ -191,11 +243,25 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             e.info["return"] = e.rewards.float()
             e.info["group_reward_std"] = self._group_std(batch, group_size)[rows]
             e.kl = None
+        if dump is not None:
+            self._dump(dump, beta, mode)
         self.last_metrics = self._reward_metrics(batch, adv)
+        if bool((penalty != 0).any()):
+            self.last_metrics[f"reward/{LENGTH_PENALTY}/mean"] = float(penalty.mean())
         self.last_metrics["mrtpo/beta"] = beta
+        self.last_metrics["mrtpo/nonfinite_rewards"] = float(batch.nonfinite)
+        self.last_metrics["mrtpo/cap_binding_frac"] = cap_counts[0] / max(cap_counts[1], 1)
         if replay is not None:
             self.last_metrics.update(replay.metrics)
         return experiences
+
+    def _dump(self, rows: dict, beta: float, mode: str) -> None:
+        """Write this step's token advantages (before the KL term) and GDPO's response-level advantage on the same
+        batch to $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the end-to-end checks of the placement."""
+        folder = os.environ[DUMP_ENV]
+        os.makedirs(folder, exist_ok=True)
+        torch.save({"step": self.global_step, "estimator": self.advantage_estimator, "beta": beta, "placement": mode,
+                    "rows": rows}, os.path.join(folder, f"step{self.global_step}.pt"))
 
     @staticmethod
     def _group_std(batch: RewardBatch, group_size: int) -> torch.Tensor:
@@ -226,29 +292,36 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
     def build_requests(self, experiences, batch: RewardBatch, adv: torch.Tensor):
         """ReplayRequests for every response with at least one pair to replay, keyed by global row.
 
-        Returns {row: (request, first action column)}.
+        Contexts start from the rollout's own prompt ids (``core.request_for_rollout``).
+        Returns ({row: (request, first action column)}, {reason: number of pairs skipped}).
         """
         margs = self.mrtpo_args
         joint = margs.placement == "joint"
         requests: dict[int, tuple[ReplayRequest, int]] = {}
+        skipped: dict[str, int] = defaultdict(int)
         for e in experiences:
             for j, g in enumerate(e.index):
                 ks = [k for k in range(adv.shape[1]) if adv[g, k] != 0 and batch.blocks[g][k]]
                 if not ks:
                     continue
-                _, response, first = response_span(e.sequences[j], e.attention_mask[j], e.action_mask[j])
+                prompt_ids, response, first = response_span(e.sequences[j], e.attention_mask[j], e.action_mask[j])
                 if not response:
                     continue
-                req = request_from_text(self.tokenizer, e.prompts[j], batch.blocks[g], response, ks,
-                                        margs.block_separator, joint)
+                spans = batch.spans[g] if batch.spans is not None else None
+                req, left_out = request_for_rollout(self.tokenizer, e.prompts[j], prompt_ids, batch.blocks[g],
+                                                    response, ks, margs.block_separator, joint, spans)
+                for reason in left_out.values():
+                    skipped[reason] += 1
                 if req.minus_contexts:
                     requests[g] = (req, first)
-        return requests
+        if skipped:
+            logger.warning("MRTPO replay skipped pairs: %s", dict(skipped))
+        return requests, dict(skipped)
 
     def _replay(self, experiences, batch: RewardBatch, adv: torch.Tensor):
         margs = self.mrtpo_args
         t0 = time.time()
-        requests = self.build_requests(experiences, batch, adv)
+        requests, skipped = self.build_requests(experiences, batch, adv)
         group = self.actor_model_group
         num_ranks = len(group._actor_handlers) // group.duplicate_actors  # noqa: SLF001
         rows = sorted(requests)
@@ -277,6 +350,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                     req, first = requests[g]
                     q[g] = (first, q_rank[local, :, : len(req.response_ids)])
         metrics = self._replay_metrics(batch, q, requests)
+        metrics[f"mrtpo/skipped_pairs/{PROMPT_IDS_MISMATCH}"] = 0.0
+        for reason, count in skipped.items():
+            metrics[f"mrtpo/skipped_pairs/{reason}"] = float(count)
         metrics["mrtpo/replay_time"] = time.time() - t0
         metrics["mrtpo/replay_forwards_per_rank"] = float(forwards)
         return _Replay(q, metrics)

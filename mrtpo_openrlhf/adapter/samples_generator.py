@@ -1,11 +1,14 @@
 """Rollout side: upstream's SamplesGenerator plus the reward-vector transport and generation timing."""
 from __future__ import annotations
 
+import logging
 import time
 
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
-from .transport import attach_reward_vector, split_extra_logs
+from .transport import attach_reward_vector, fill_missing_logs, scalar, split_extra_logs
+
+logger = logging.getLogger(__name__)
 
 
 class MRTPOSamplesGenerator(SamplesGenerator):
@@ -13,7 +16,9 @@ class MRTPOSamplesGenerator(SamplesGenerator):
 
     def _process_response_into_experience(self, response, **generate_kwargs):
         safe_logs, ours = split_extra_logs(response.get("extra_logs"))
-        response = {**response, "extra_logs": safe_logs}
+        # the HTTP reward server answers JSON lists ([x] per response); upstream would make (1, 1) rewards of them
+        response = {**response, "extra_logs": safe_logs, "reward": scalar(response.get("reward")),
+                    "scores": scalar(response.get("scores"))}
         experience = super()._process_response_into_experience(response, **generate_kwargs)
         attach_reward_vector(experience, ours, response.get("reward"))
         return experience
@@ -22,4 +27,7 @@ class MRTPOSamplesGenerator(SamplesGenerator):
         t0 = time.time()
         out = super().generate_samples(**generate_kwargs)
         self.last_generation_time = time.time() - t0
+        filled = fill_missing_logs(out[0])
+        if filled:
+            logger.warning("numeric reward logs missing for some responses (verifier failures?), set to 0: %s", filled)
         return out

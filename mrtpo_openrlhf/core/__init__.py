@@ -18,15 +18,18 @@ from .gdpo import (
 from .relevance import DEFAULT_CHUNK_SIZE, js_relevance
 from .replay import (
     JOINT,
+    PROMPT_IDS_MISMATCH,
     ReplayRequest,
     chat_suffix_text,
     context_ids,
     context_texts,
     count_forwards,
     find_insert_position,
+    inline_blocks,
     localization,
     pairs_to_replay,
     replay_relevance,
+    request_for_rollout,
     request_from_ids,
     request_from_text,
     tokenize_blocks,
@@ -35,6 +38,7 @@ from .replay import (
 from .weights import (
     PLACEMENT_MODES,
     apply_cap,
+    clip_response_advantages,
     beta_schedule,
     credit_weights,
     mrtpo_advantages,

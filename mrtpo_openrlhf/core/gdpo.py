@@ -32,22 +32,39 @@ def _grouped(x: torch.Tensor, group_size: int) -> torch.Tensor:
     return x.reshape(x.shape[0] // group_size, group_size, *x.shape[1:])
 
 
-def group_normalize(rewards: torch.Tensor, group_size: int, eps: float = DEFAULT_EPS) -> torch.Tensor:
+def group_normalize(
+    rewards: torch.Tensor, group_size: int, eps: float = DEFAULT_EPS, present: torch.Tensor | None = None
+) -> torch.Tensor:
     """Per-reward group advantages A = (r - mean_g) / (std_g + eps).
 
     Args:
         rewards: (B, K) or (B,); groups are ``group_size`` consecutive rows.
+        present: optional mask of rewards' shape; an absent value (a padded reward, a verifier failure) takes no
+            part in its group's statistics and gets advantage 0. Its value may be anything, NaN included.
     Returns:
-        A with the input's shape (float64 for float64 input, else float32). A reward constant inside a group gives exactly 0 there
-        (not a rounding residue), so such (response, reward) pairs can be skipped by the replay.
+        A with the input's shape (float64 for float64 input, else float32). A reward constant inside a group (over
+        its present values, or present in fewer than 2 rows) gives exactly 0 there (not a rounding residue), so
+        such (response, reward) pairs can be skipped by the replay.
     """
-    r = _grouped(rewards if rewards.dtype == torch.float64 else rewards.float(), group_size)
-    mean = r.mean(dim=1, keepdim=True)
-    std = r.std(dim=1, keepdim=True, unbiased=True)
-    adv = (r - mean) / (std + eps)
-    constant = (r.amax(dim=1, keepdim=True) == r.amin(dim=1, keepdim=True)).expand_as(r)
-    adv = torch.where(constant, torch.zeros_like(adv), adv)
-    return adv.reshape(rewards.shape)
+    dtype = torch.float64 if rewards.dtype == torch.float64 else torch.float32
+    if present is None:
+        r = _grouped(rewards.to(dtype), group_size)
+        mean = r.mean(dim=1, keepdim=True)
+        std = r.std(dim=1, keepdim=True, unbiased=True)
+        adv = (r - mean) / (std + eps)
+        constant = (r.amax(dim=1, keepdim=True) == r.amin(dim=1, keepdim=True)).expand_as(r)
+        return torch.where(constant, torch.zeros_like(adv), adv).reshape(rewards.shape)
+    m = _grouped(present.bool(), group_size)
+    r = torch.where(m, _grouped(rewards.to(dtype), group_size), torch.zeros((), dtype=dtype))
+    count = m.sum(dim=1, keepdim=True)
+    mean = r.sum(dim=1, keepdim=True) / count.clamp_min(1)
+    centered = torch.where(m, r - mean, torch.zeros((), dtype=dtype))
+    var = (centered**2).sum(dim=1, keepdim=True) / (count - 1).clamp_min(1)
+    adv = (r - mean) / (var.sqrt() + eps)
+    big, small = torch.tensor(float("inf"), dtype=dtype), torch.tensor(float("-inf"), dtype=dtype)
+    constant = torch.where(m, r, big).amin(dim=1, keepdim=True) == torch.where(m, r, small).amax(dim=1, keepdim=True)
+    keep = m & ~constant & (count >= 2)
+    return torch.where(keep, adv, torch.zeros_like(adv)).reshape(rewards.shape)
 
 
 def batch_standardize(values: torch.Tensor, eps: float = DEFAULT_EPS) -> tuple[torch.Tensor, torch.Tensor]:
@@ -98,26 +115,43 @@ def grpo_advantages(
     return group_normalize(total, group_size, eps).float()
 
 
-def saw_weights(rewards: torch.Tensor, reward_mask: torch.Tensor | None = None, eps: float = DEFAULT_EPS) -> torch.Tensor:
+def saw_weights(
+    rewards: torch.Tensor,
+    reward_mask: torch.Tensor | None = None,
+    eps: float = DEFAULT_EPS,
+    reward_ids: torch.Tensor | None = None,
+    lows: float | torch.Tensor = 0.0,
+) -> torch.Tensor:
     """SAW-style response-level reward weights from each reward's coefficient of variation.
 
-    Our reading of SAW (arXiv 2606.07705): a reward whose batch values vary more relative to their
-    mean carries more signal, so w_k is proportional to CV_k = std_B(r_k) / (|mean_B(r_k)| + eps),
-    normalized to mean 1 over the rewards present. Check against the authors' code before
-    reporting SAW numbers.
+    Our reading of SAW (arXiv 2606.07705, code: github.com/Zhaolutuan/SAW): a reward whose batch values vary more
+    relative to their mean carries more signal. Each reward is first shifted by its lowest possible value, then
+    w_r is proportional to CV_r = std_B(r - low) / (|mean_B(r - low)| + eps), normalized to mean 1 over the rewards
+    with any spread (others get 0).
 
     Args:
         rewards: (B, K); reward_mask: optional (B, K) marking rewards that exist for a row.
+        reward_ids: optional (B, K) int ids (e.g. one per reward name): statistics are taken per id over every
+            (row, column) holding it, so a column that holds different rewards in different prompts (one
+            constraint per column in instruction following) does not mix them. Negative ids are ignored.
+        lows: the lowest possible value of the rewards: a number or (B, K).
     Returns:
-        (K,) float32 weights with mean 1 over rewards that have any spread (others get 0).
+        (K,) float32 weights without ``reward_ids``; (B, K) with them (0 where the mask or the id is off).
     """
-    r = rewards.double()
+    r = rewards.double() - (lows.double() if isinstance(lows, torch.Tensor) else float(lows))
     m = torch.ones_like(r) if reward_mask is None else reward_mask.double()
-    count = m.sum(dim=0).clamp_min(1)
-    mean = (r * m).sum(dim=0) / count
-    var = (((r - mean) * m) ** 2).sum(dim=0) / (count - 1).clamp_min(1)
+    ids = torch.arange(r.shape[1]).expand_as(r) if reward_ids is None else reward_ids.long()
+    m = m * (ids >= 0)
+    n_ids = int(ids.max()) + 1 if ids.numel() else 0
+    flat_ids, flat_m = ids.clamp_min(0).reshape(-1), m.reshape(-1)
+    r = torch.where(m > 0, r, torch.zeros_like(r)).reshape(-1)
+    count = torch.zeros(n_ids, dtype=torch.float64).index_add_(0, flat_ids, flat_m)
+    mean = torch.zeros(n_ids, dtype=torch.float64).index_add_(0, flat_ids, r * flat_m) / count.clamp_min(1)
+    sq = ((r - mean[flat_ids]) * flat_m) ** 2
+    var = torch.zeros(n_ids, dtype=torch.float64).index_add_(0, flat_ids, sq) / (count - 1).clamp_min(1)
     cv = var.sqrt() / (mean.abs() + eps)
     live = cv > 0
-    if not bool(live.any()):
-        return torch.ones(r.shape[1], dtype=torch.float32)
-    return (cv * live.sum() / cv[live].sum()).float()
+    w = torch.ones(n_ids, dtype=torch.float64) if not bool(live.any()) else cv * live.sum() / cv[live].sum()
+    if reward_ids is None:
+        return w.float()
+    return (w[ids.clamp_min(0)] * m).float()

@@ -75,24 +75,59 @@ def request_from_ids(
     return ReplayRequest(full, list(response_ids), minus)
 
 
+Span = tuple[int, int]
+
+
+def inline_blocks(prompt_head: str, blocks: Sequence[str], spans: Sequence[Span | None] | None = None) -> list[bool]:
+    """Which blocks sit in the prompt: those with a recorded span (char offsets into the prompt where the task put
+    the block), checked to hold the block's text. Without spans (a reward function that records none) a block
+    counts as in the prompt when its text occurs there.
+    """
+    if spans is None:
+        return [bool(b) and b in prompt_head for b in blocks]
+    if len(spans) != len(blocks):
+        raise ValueError(f"{len(spans)} block spans for {len(blocks)} blocks")
+    out = []
+    for k, (block, span) in enumerate(zip(blocks, spans)):
+        if span is None or not block:
+            out.append(False)
+            continue
+        start, end = int(span[0]), int(span[1])
+        if not 0 <= start <= end <= len(prompt_head) or prompt_head[start:end] != block:
+            raise ValueError(f"block {k}'s recorded span {tuple(span)} does not hold its text {block[:60]!r} in the "
+                             "prompt")
+        out.append(True)
+    return out
+
+
 def context_texts(
-    prompt: str, blocks: Sequence[str], separator: str = "\n\n", suffix: str = ""
+    prompt: str,
+    blocks: Sequence[str],
+    separator: str = "\n\n",
+    suffix: str = "",
+    spans: Sequence[Span | None] | None = None,
 ) -> tuple[str, list[str], str]:
     """Text contexts: (full, [minus_k for each k], none).
 
-    A block already in the prompt (e.g. an instruction's constraint, the format description) stays
-    where it is in ``full`` and is cut out of ``minus_k``. A block not in the prompt (e.g. the SQLite
-    error, the reference query) is added, after ``separator``, at the end of the last user message:
-    before ``suffix`` (the chat template's end-of-turn + assistant header) when the prompt ends with it.
-    An empty block gives minus_k == full. ``none`` drops every block (the joint ablation).
+    A block in the prompt (``inline_blocks``: at its recorded span, e.g. an instruction's constraint, the format
+    description) stays where it is in ``full`` and is cut out of ``minus_k`` at that place only. A block not in
+    the prompt (e.g. the SQLite error, the reference query) is added, after ``separator``, at the end of the last
+    user message: before ``suffix`` (the chat template's end-of-turn + assistant header) when the prompt ends with
+    it, even where its text happens to occur elsewhere in the prompt. An empty block gives minus_k == full.
+    ``none`` drops every block (the joint ablation).
     """
-    head, tail = (prompt[: len(prompt) - len(suffix)], suffix) if suffix and prompt.endswith(suffix) else (prompt, "")
-    inline = [bool(b) and b in head for b in blocks]
+    head, tail = _prompt_head(prompt, suffix), prompt[len(_prompt_head(prompt, suffix)):]
+    inline = inline_blocks(head, blocks, spans)
+    places = [(int(spans[k][0]), int(spans[k][1])) if spans is not None and inline[k] else None
+              for k in range(len(blocks))]
 
     def render(drop: set[int]) -> str:
         body = head
+        cut = sorted(((places[k], k) for k in drop if inline[k] and places[k] is not None), reverse=True)
+        for (start, end), _ in cut:
+            body = body[:start] + body[end:]
         for k in drop:
-            if inline[k]:
+            if inline[k] and places[k] is None:
                 body = body.replace(blocks[k], "", 1)
         extra = "".join(separator + b for j, b in enumerate(blocks) if b and not inline[j] and j not in drop)
         return body + extra + tail
@@ -108,18 +143,66 @@ def request_from_text(
     rewards: Sequence[int],
     separator: str = "\n\n",
     joint: bool = False,
+    spans: Sequence[Span | None] | None = None,
 ) -> ReplayRequest:
     """Text prompt and blocks plus a tokenizer (see ``context_texts``); the response ids stay as sampled.
 
     Contexts are tokenized without adding special tokens: the prompt text already carries the chat
     template's own.
     """
-    full, minus, none = context_texts(prompt, blocks, separator, chat_suffix_text(tokenizer))
+    full, minus, none = context_texts(prompt, blocks, separator, chat_suffix_text(tokenizer), spans)
     encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     live = [k for k in rewards if minus[k] != full]
     if joint:
         return ReplayRequest(encode(full), list(response_ids), {JOINT: encode(none)} if live else {}, live)
     return ReplayRequest(encode(full), list(response_ids), {k: encode(minus[k]) for k in live})
+
+
+PROMPT_IDS_MISMATCH = "prompt_ids_mismatch"
+
+
+def request_for_rollout(
+    tokenizer: Any,
+    prompt: str,
+    prompt_ids: Sequence[int],
+    blocks: Sequence[str],
+    response_ids: Sequence[int],
+    rewards: Sequence[int],
+    separator: str = "\n\n",
+    joint: bool = False,
+    spans: Sequence[Span | None] | None = None,
+) -> tuple[ReplayRequest, dict[int, str]]:
+    """The replay request of one rollout response, built so that ``full`` starts from what the policy saw.
+
+    When the prompt text tokenizes to the rollout's ``prompt_ids`` (upstream tokenizes it the same way, without
+    special tokens), the text contexts are used (``request_from_text``). Otherwise (the rollout truncated a long
+    prompt, or the engine added tokens) the contexts are built from ``prompt_ids``: blocks the prompt does not hold
+    are inserted as ids at the end of the last user message (``request_from_ids``); a block the prompt holds
+    cannot be cut out of ids that no longer match its text, so that pair is skipped (in the joint ablation, the
+    whole response).
+
+    Returns:
+        (request, skipped): skipped maps each requested reward that was left out to its reason.
+    """
+    if _encode(tokenizer, prompt) == list(prompt_ids):
+        return request_from_text(tokenizer, prompt, blocks, response_ids, rewards, separator, joint, spans), {}
+    inline = inline_blocks(_prompt_head(prompt, chat_suffix_text(tokenizer)), blocks, spans)
+    skipped = {k: PROMPT_IDS_MISMATCH for k in rewards if blocks[k] and inline[k]}
+    if joint and skipped:
+        skipped = {k: PROMPT_IDS_MISMATCH for k in rewards if blocks[k]}
+    kept = [k for k in rewards if k not in skipped]
+    block_ids = tokenize_blocks(tokenizer, [b if not inline[j] else "" for j, b in enumerate(blocks)], separator)
+    insert_at = find_insert_position(prompt_ids, tokenizer)
+    return request_from_ids(prompt_ids, block_ids, response_ids, kept, insert_at, joint), skipped
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _prompt_head(prompt: str, suffix: str) -> str:
+    """The prompt without the chat template's trailing suffix (where appended blocks go)."""
+    return prompt[: len(prompt) - len(suffix)] if suffix and prompt.endswith(suffix) else prompt
 
 
 def tokenize_blocks(tokenizer: Any, blocks: Sequence[str], separator: str = "\n\n") -> list[list[int]]:

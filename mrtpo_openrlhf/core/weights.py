@@ -76,16 +76,23 @@ def apply_cap(excess: torch.Tensor, adv: torch.Tensor, cap: float | None) -> tor
     nor do rewards that favour different tokens or cancel; it binds only where several rewards pile
     same-sign extra advantage onto the same token. cap=None disables it.
     """
+    return _capped(excess, adv, cap)[0]
+
+
+def _capped(excess: torch.Tensor, adv: torch.Tensor, cap: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``apply_cap``'s (B, T) result and the (B, T) bool mask of tokens where the cap changed it."""
     a = adv.unsqueeze(-1)
     received = excess.clamp_min(0.0) * a
     given = excess.clamp_max(0.0) * a
     total = received.sum(dim=1)
+    binding = torch.zeros_like(total, dtype=torch.bool)
     if cap is not None:
         if cap < 1.0:
             raise ValueError(f"cap must be >= 1 (a single reward's own credit is never clipped), got {cap}")
         bound = cap * received.abs().amax(dim=1)
+        binding = total.abs() > bound
         total = torch.maximum(torch.minimum(total, bound), -bound)
-    return total + given.sum(dim=1)
+    return total + given.sum(dim=1), binding
 
 
 def token_advantages(
@@ -97,13 +104,14 @@ def token_advantages(
     mode: PlacementMode = "mrtpo",
     reward_weights: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
-) -> torch.Tensor:
+    return_binding: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Place each reward's advantage on its relevant tokens: a[i,t] = sum_k w[i,k,t] * A[i,k].
 
     Args:
         adv: (B, K) per-reward group advantages A (``group_normalize``); 0 for padded rewards.
-        q: (B, K, T) relevance per reward (``mode="joint"``: (B, T), or (B, K, T) whose non-zero rows all
-            hold the one shared profile).
+        q: (B, K, T) relevance per reward (``mode="joint"``: (B, T), applied to every reward, or (B, K, T)
+            whose non-zero rows all hold the one shared profile; all-zero rows stay uniform).
         mask: (B, T) valid response tokens.
         beta: placement strength in [0, 1]; 0 gives GDPO's uniform placement exactly.
         cap: limit on what one token receives from several rewards (``apply_cap``); None disables it.
@@ -112,6 +120,7 @@ def token_advantages(
             for all rewards).
         reward_weights: optional (K,) or (B, K) response-level reward weights (e.g. SAW) applied to A.
         generator: RNG for "shuffle".
+        return_binding: also return the (B, T) bool mask of tokens where the cap changed the advantage.
     Returns:
         (B, T) float32, 0 on masked positions. Each row's token mean equals sum_k A[i,k] (times
         reward weights) unless the cap binds.
@@ -122,11 +131,16 @@ def token_advantages(
     valid = mask.bool()
     uniform = a.sum(dim=-1, keepdim=True) * valid  # (B, T)
     if mode == "uniform" or beta == 0.0:
-        return uniform.float()
+        return (uniform.float(), torch.zeros_like(valid)) if return_binding else uniform.float()
     if mode == "joint":
-        # (B, K, T) from the replay holds the one joint profile on the replayed rewards and 0 elsewhere
-        profile = q if q.dim() == 2 else q.amax(dim=1)
+        if q.dim() == 2:
+            profile, placed = q, torch.ones_like(a, dtype=torch.bool)
+        else:
+            # the replay writes the one joint profile on the replayed rewards and 0 elsewhere; a reward
+            # without a profile (no verifier block) stays uniform, as in "mrtpo"
+            profile, placed = q.amax(dim=1), (q * valid.unsqueeze(1)).amax(dim=-1) > 0
         w = credit_weights(profile, valid, beta).unsqueeze(1).expand(-1, a.shape[1], -1)
+        w = torch.where(placed.unsqueeze(-1), w, valid.unsqueeze(1).to(w.dtype))
     else:
         if q.shape[:2] != a.shape:
             raise ValueError(f"q has shape {tuple(q.shape)}, expected (B, K, T) with (B, K) = {tuple(a.shape)}")
@@ -134,7 +148,9 @@ def token_advantages(
         if mode == "shuffle":
             w = _shuffle_within_rows(w, valid, generator)
     excess = (w - 1.0) * valid.unsqueeze(1)  # (B, K, T)
-    return (uniform + apply_cap(excess, a, cap)) * valid
+    moved, binding = _capped(excess, a, cap)
+    out = (uniform + moved) * valid
+    return (out, binding & valid) if return_binding else out
 
 
 def rescale_token_advantages(
@@ -154,6 +170,30 @@ def rescale_token_advantages(
     """
     mean, std = batch_standardize(response_adv_sum, eps)
     return (token_adv - mean) / (std + eps) * mask.to(token_adv.dtype)
+
+
+def clip_response_advantages(
+    token_adv: torch.Tensor,
+    response_adv: torch.Tensor,
+    mask: torch.Tensor,
+    clip_range: tuple[float, float] | None,
+) -> torch.Tensor:
+    """Upstream's ``--reward.clip_range`` on the response-level advantage: as upstream's group estimators clamp the
+    normalized reward before it becomes per-token, each row is shifted by ``clamp(r) - r``, so its token mean is the
+    clamped value and the placement's reallocation is kept.
+
+    Args:
+        token_adv: (B, T) from ``rescale_token_advantages``. response_adv: (B,) the standardized response-level
+            advantage r (GDPO's). mask: (B, T). clip_range: (low, high) or None (no clipping).
+    Returns:
+        (B, T).
+    """
+    if not clip_range:
+        return token_adv
+    low, high = float(clip_range[0]), float(clip_range[1])
+    r = response_adv.to(token_adv.dtype)
+    shift = r.clamp(min=low, max=high) - r
+    return token_adv + shift.unsqueeze(-1) * mask.to(token_adv.dtype)
 
 
 def mrtpo_advantages(

@@ -114,11 +114,14 @@ def safe_reward_call(
     query: str,
     prompt: str,
     label: Any,
+    log_keys: Sequence[str] = (),
 ) -> RewardVector:
     """Run a verifier and never raise: on any exception every reward is 0 with the reason logged.
 
     ``fallback_names(label)`` gives the reward names to use when scoring failed, so K stays the
-    same inside a prompt's group even on failure.
+    same inside a prompt's group even on failure. The fallback also carries the task's numeric logs
+    (``log_keys``, each 0.0): upstream stacks every response's logs, so a missing key in one response
+    would make the batch's info entries differ in length.
     """
     try:
         return score_one(query, prompt, label)
@@ -129,7 +132,7 @@ def safe_reward_call(
             names = list(fallback_names(label))
         except Exception:  # noqa: BLE001
             names = ["reward"]
-        return RewardVector([RewardItem(n, 0.0, "", reason) for n in names])
+        return RewardVector([RewardItem(n, 0.0, "", reason) for n in names], logs={k: 0.0 for k in log_keys})
 
 
 def make_reward_func(
@@ -142,8 +145,15 @@ def make_reward_func(
     totals and scores are tensors of length B and the MRTPO keys hold lists of per-response lists.
     """
 
+    seen_log_keys: dict[str, None] = {}  # numeric log keys of this task's successful calls, in order
+
+    def score(q, p, l) -> RewardVector:
+        vec = safe_reward_call(score_one, fallback_names, q, p, l, tuple(seen_log_keys))
+        seen_log_keys.update(dict.fromkeys(vec.logs))
+        return vec
+
     def reward_func(queries, prompts, labels, **_: Any) -> dict[str, Any]:
-        vecs = [safe_reward_call(score_one, fallback_names, q, p, l) for q, p, l in zip(queries, prompts, labels)]
+        vecs = [score(q, p, l) for q, p, l in zip(queries, prompts, labels)]
         if len(vecs) == 1:
             return to_openrlhf(vecs[0])
         import torch

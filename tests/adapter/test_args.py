@@ -81,3 +81,14 @@ def test_hook_restores_parse_args():
     with ParserHook():
         assert argparse.ArgumentParser.parse_args is not original
     assert argparse.ArgumentParser.parse_args is original
+
+
+def test_cap_is_on_by_default_and_none_switches_it_off(monkeypatch):
+    """Issue 10 item 6: the cap is part of the method, on by default; --algo.mrtpo.cap none turns it off."""
+    from mrtpo_openrlhf.adapter.args import DEFAULT_CAP
+
+    mrtpo = BASE + ["--algo.advantage.estimator", "mrtpo"]
+    assert DEFAULT_CAP is not None and DEFAULT_CAP >= 1
+    assert vars(parse_upstream(mrtpo, monkeypatch))["algo.mrtpo.cap"] == DEFAULT_CAP
+    assert vars(parse_upstream(mrtpo + ["--algo.mrtpo.cap", "none"], monkeypatch))["algo.mrtpo.cap"] is None
+    assert vars(parse_upstream(mrtpo + ["--algo.mrtpo.cap", "1.5"], monkeypatch))["algo.mrtpo.cap"] == 1.5

@@ -8,7 +8,7 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
 from mrtpo_openrlhf.adapter.samples_generator import MRTPOSamplesGenerator
-from mrtpo_openrlhf.adapter.transport import BLOCKS, NAMES, PRESENT, VALUES, pop_reward_vectors
+from mrtpo_openrlhf.adapter.transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
 
 
 def generator(cls):
@@ -40,8 +40,9 @@ def test_vectors_survive_processing_and_concat():
     assert torch.equal(merged.info[PRESENT], torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]))
     assert merged.info[NAMES] == [["format", "executable", "execution"], ["c1", "c2"]]
     assert merged.info[BLOCKS] == [["fmt", "err", "gold"], ["no commas", ""]]
+    assert merged.info[SPANS] == [None, None]  # these reward functions record no block spans
     popped = pop_reward_vectors(merged)
-    assert set(popped) == {VALUES, PRESENT, NAMES, BLOCKS}
+    assert set(popped) == {VALUES, PRESENT, NAMES, BLOCKS, SPANS}
     assert all(isinstance(v, torch.Tensor) and v.shape == (2,) for v in merged.info.values())
 
 
@@ -52,3 +53,17 @@ def test_plain_scalar_reward_becomes_one_unnamed_reward():
     resp["reward"] = 0.5
     e = gen._process_response_into_experience(resp, max_len=64)
     assert e.info[NAMES] == [["reward"]] and e.info[VALUES].tolist() == [[0.5]] and e.info[BLOCKS] == [[""]]
+
+
+def test_json_list_reward_without_mrtpo_keys():
+    """Issue 10 item 9: the HTTP server's reward arrives as a JSON list [x]; it becomes one (1,) scalar reward."""
+    gen = generator(MRTPOSamplesGenerator)
+    resp = vllm_response([1], [2, 3], "p", ["x"], [1.0], ["b"])
+    resp["extra_logs"] = {}
+    resp["reward"], resp["scores"] = [0.5], [0.25]
+    e = gen._process_response_into_experience(resp, max_len=64)
+    assert e.info[VALUES].tolist() == [[0.5]] and e.info[NAMES] == [["reward"]]
+    assert e.rewards.shape == (1,) and e.scores.shape == (1,) and e.rewards.item() == 0.5
+    with pytest.raises(ValueError, match="one reward per response"):
+        resp["reward"] = [0.5, 1.0]
+        gen._process_response_into_experience(resp, max_len=64)

@@ -90,3 +90,61 @@ def test_registry_and_bad_inputs():
         group_normalize(torch.zeros(5, 2), 2)
     with pytest.raises(ValueError, match=">= 2"):
         group_normalize(torch.zeros(4, 2), 1)
+
+
+def ref_masked_group_norm(rows, present, n):
+    """Pure-python group normalization over the present values only (absent: advantage 0)."""
+    out = [[0.0] * len(rows[0]) for _ in rows]
+    for g in range(0, len(rows), n):
+        for k in range(len(rows[0])):
+            idx = [g + j for j in range(n) if present[g + j][k]]
+            col = [rows[i][k] for i in idx]
+            if len(col) < 2 or max(col) == min(col):
+                continue
+            mean = sum(col) / len(col)
+            std = math.sqrt(sum((x - mean) ** 2 for x in col) / (len(col) - 1))
+            for i in idx:
+                out[i][k] = (rows[i][k] - mean) / (std + EPS)
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 3), st.integers(2, 5), st.integers(1, 3), st.data())
+def test_absent_values_take_no_part_in_group_statistics(groups, n, k, data):
+    """Issue 10 item 2: an absent value (NaN included) neither shows up in nor shifts its group's statistics."""
+    rows = data.draw(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=k, max_size=k),
+                              min_size=groups * n, max_size=groups * n))
+    present = data.draw(st.lists(st.lists(st.booleans(), min_size=k, max_size=k), min_size=groups * n,
+                                 max_size=groups * n))
+    values = torch.tensor(rows)
+    values[~torch.tensor(present)] = float("nan")
+    got = group_normalize(values, n, EPS, torch.tensor(present))
+    assert torch.isfinite(got).all()
+    assert torch.allclose(got, torch.tensor(ref_masked_group_norm(rows, present, n)), atol=1e-5)
+    # all present: the same as without a mask
+    full = torch.tensor(rows)
+    unmasked = group_normalize(full, n, EPS)
+    assert torch.allclose(group_normalize(full, n, EPS, torch.ones_like(full)), unmasked, atol=1e-6)
+
+
+def test_saw_weights_per_id_and_shifted_by_the_lowest_value():
+    """Issue 10 item 3: statistics per reward id over every (row, column) holding it; values shifted by the lowest
+    possible value before the coefficient of variation (naive loop reference)."""
+    from mrtpo_openrlhf.core import saw_weights
+
+    values = torch.tensor([[1.0, 0.0], [0.0, 0.0], [-1.0, 1.0], [1.0, -1.0]])
+    ids = torch.tensor([[0, 1], [0, 1], [1, 0], [1, 0]])
+    present = torch.tensor([[1, 1], [1, 1], [1, 1], [1, 0]])
+    low = -1.0
+    cv = {}
+    for rid in (0, 1):
+        xs = [values[i, k].item() - low for i in range(4) for k in range(2) if ids[i, k] == rid and present[i, k]]
+        m = sum(xs) / len(xs)
+        sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+        cv[rid] = sd / (abs(m) + EPS)
+    norm = {r: cv[r] * 2 / (cv[0] + cv[1]) for r in cv}
+    got = saw_weights(values, present, EPS, ids, lows=low)
+    want = torch.tensor([[norm[int(ids[i, k])] * int(present[i, k]) for k in range(2)] for i in range(4)])
+    assert torch.allclose(got, want.float(), atol=1e-6)
+    # the shift matters: without it the means (and so the weights) differ
+    assert not torch.allclose(saw_weights(values, present, EPS, ids), got, atol=1e-3)

