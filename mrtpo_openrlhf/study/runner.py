@@ -162,7 +162,7 @@ def _run_one(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path | Non
                                                  "placement": ARMS[arm].placement}, indent=2) + "\n")
     (out / "command.txt").write_text(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
                                      + shlex.join(command) + "\n")
-    t0 = time.time()
+    t0, load_start = time.time(), os.getloadavg()[1]
     with _StepWatcher(out / "metrics.jsonl", f"{arm} seed {seed}", cfg.steps, say):
         if cfg.backend == "gpu":
             with open(out / "train.log", "w") as log:
@@ -192,6 +192,8 @@ def _run_one(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path | Non
         (out / RESULT).write_text(json.dumps({"returncode": returncode, "seconds": round(seconds, 1),
                                               "steps": steps, "peak_rss_gib": round(peak / 2**30, 2),
                                               "cpu": torch.backends.cpu.get_cpu_capability(),
+                                              # other work on the machine slows Ray's low-priority workers
+                                              "loadavg_5min_start_end": [load_start, os.getloadavg()[1]],
                                               "finished": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=2) + "\n")
         say(f"[study]   {arm} seed {seed}: done in {_fmt_minutes(seconds)}")
     return ok
