@@ -24,7 +24,7 @@ from .stats import Paired, area, mean_band, paired, steps_to
 SMALL_FILES = ("metrics.jsonl", "config.json", "command.txt", "result.json")
 TOTAL = "total"  # the summed reward (what GRPO optimizes)
 LENGTH_KEYS = ("rollout/response_length_mean", "response_length", "rollout/response_length")
-STEP_TIME_KEYS = ("timing/step_total",)
+STEP_TIME_KEYS = ("timing/step_wall",)  # timing/step_total double-counts (it sums the other timings)
 COMPARISONS = [("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"), ("mrtpo", "mrtpo-shuffle"),
                ("mrtpo", "mrtpo-joint"), ("mrtpo-joint", "gdpo"), ("mrtpo-shuffle", "gdpo")]
 

@@ -24,7 +24,7 @@ def make_study(root, arms=SLOPES, seeds=(1, 2, 3), steps=STEPS):
                 for t in range(1, steps + 1):
                     row = {"step": t, "reward/format/mean": 0.2 + SLOPES[arm] * t + 0.005 * rng.normal(),
                            "reward/correct/mean": 0.1, "rollout/response_length_mean": 100.0 - t,
-                           "timing/step_total": 10.0 * (1.15 if arm.startswith("mrtpo") else 1.0)}
+                           "timing/step_wall": 10.0 * (1.15 if arm.startswith("mrtpo") else 1.0)}
                     if arm.startswith("mrtpo"):
                         row.update({"mrtpo/replayed_pairs_frac": 0.2, "mrtpo/replay_share_of_step": 0.1,
                                     "mrtpo/format/tokens_for_80pct": 0.3, "mrtpo/format/top20_share": 0.7})
