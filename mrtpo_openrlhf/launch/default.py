@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from .recipes import cpu_grpo_args
-from .runner import REPO_ROOT, run_openrlhf_cpu
+from .runner import REPO_ROOT, dtype_choice, dtype_line, dtype_record, run_openrlhf_cpu
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 TASKS = {
@@ -89,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     out = (args.out or REPO_ROOT / "runs" / f"{args.estimator}-{args.task}-cpu").resolve()
+    try:  # the runner resolves the same MRTPO_CPU_DTYPE again (same environment, same CPU) and records it
+        print(f"[mrtpo] {dtype_line(dtype_record(dtype_choice()))}", flush=True)
+    except ValueError as err:
+        ap.error(str(err))
     if args.model == "smollm2":
         from ..models import ensure_smollm2
 
@@ -127,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[mrtpo]   curves:     {curves}")
     print(f"[mrtpo]   checkpoint: {out / 'model'}")
     print(f"[mrtpo]   log:        {result.log_path}")
+    print(f"[mrtpo]   dtype:      {result.cpu_dtype} ({result.workdir / 'run.json'})")
     if problems:
         print("[mrtpo] the run did not train correctly:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1
