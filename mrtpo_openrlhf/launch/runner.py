@@ -3,7 +3,8 @@
 ``run_openrlhf_cpu(module, args, workdir)``:
 
 1. builds the CPU environment (``cpu_env``): MRTPO_CPU=1, PYTHONPATH with the CPU ``sitecustomize``
-   folder first, caches inside the project, offline flags, VLLM_CPU_KVCACHE_SPACE, metrics JSONL path;
+   folder first, caches inside the project, offline flags, VLLM_CPU_KVCACHE_SPACE, metrics JSONL path, and
+   MRTPO_CPU_DTYPE resolved once to bf16 or fp32 (``cpu/dtype.py``), printed and written to ``run.json``;
 2. starts a private Ray head (``ray start --head``) with fake GPUs on free ports and a short temp dir under
    /tmp, in its own session, *with that environment*: Ray workers inherit the raylet's environment, which
    is how the CPU patches reach every actor and vLLM engine process;
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, TextIO
 
 from ..cpu import SITE_DIR
+from ..cpu import dtype as cpu_dtype
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Ray components that listen on fixed default ports; each gets a free one so that two runs (or another
@@ -67,6 +70,9 @@ def cpu_env(
         base: starting environment (default: ``os.environ``).
         metrics_jsonl: where the trainer appends per-step metrics (``MRTPO_METRICS_JSONL``).
         extra: overrides applied last (e.g. ``{"MRTPO_CPU_SKIP_WEIGHT_SYNC": "1"}``).
+
+    ``MRTPO_CPU_DTYPE`` (from ``extra``, else ``base``; default auto) is resolved here to bf16 or fp32, so every
+    process of the run sees the same concrete value. Raises ValueError for an unknown value.
     """
     env = dict(os.environ if base is None else base)
     cache = Path(env.get("MRTPO_CACHE") or project_cache())
@@ -95,7 +101,28 @@ def cpu_env(
     if metrics_jsonl is not None:
         env["MRTPO_METRICS_JSONL"] = str(metrics_jsonl)
     env.update(extra or {})
+    env[cpu_dtype.ENV_VAR] = cpu_dtype.resolve(env.get(cpu_dtype.ENV_VAR, "")).dtype
     return env
+
+
+def dtype_choice(extra_env: Optional[Dict[str, str]] = None) -> cpu_dtype.DtypeChoice:
+    """Resolve MRTPO_CPU_DTYPE (``extra_env`` first, then this process's environment) once for a run."""
+    return cpu_dtype.resolve((extra_env or {}).get(cpu_dtype.ENV_VAR) or os.environ.get(cpu_dtype.ENV_VAR, ""))
+
+
+def dtype_record(choice: cpu_dtype.DtypeChoice) -> Dict[str, object]:
+    """What ``run.json`` records: the dtype, how it was chosen, and the CPU it was chosen on."""
+    import torch
+
+    return dict(choice.as_record(), cpu_capability=torch.backends.cpu.get_cpu_capability())
+
+
+def dtype_line(record: Dict[str, object]) -> str:
+    """E.g. "CPU dtype fp32 (auto; no bf16 instructions; torch CPU capability AVX2)"."""
+    flags = record["bf16_flags"]
+    hardware = "bf16 instructions: " + ", ".join(flags) if flags else "no bf16 instructions"
+    how = "auto" if record["requested"] == "auto" else f"{cpu_dtype.ENV_VAR}={record['requested']}"
+    return f"CPU dtype {record['cpu_dtype']} ({how}; {hardware}; torch CPU capability {record['cpu_capability']})"
 
 
 @dataclass
@@ -235,6 +262,7 @@ class RunResult:
     total_seconds: float
     peak_rss_bytes: int
     timed_out: bool = False
+    cpu_dtype: str = ""  # "bf16" or "fp32": what every process trained and sampled in (also in run.json)
     milestones: Dict[str, float] = field(default_factory=dict)  # first time (s since start) a marker was seen
 
     @property
@@ -271,11 +299,12 @@ def run_openrlhf_cpu(
     Args:
         module: e.g. ``"openrlhf.cli.train_ppo_ray"`` or ``"mrtpo_openrlhf.cli.train_ppo_ray"``.
         args: the module's command-line arguments.
-        workdir: run folder: receives ``train.log`` and ``metrics.jsonl`` (per-step metrics); the command
-            runs with it as the current directory.
+        workdir: run folder: receives ``train.log``, ``metrics.jsonl`` (per-step metrics) and ``run.json``
+            (the CPU dtype, how it was chosen, the CPU); the command runs with it as the current directory.
         num_cpus / num_gpus: Ray resources of the head (GPUs are fake; one per actor rank and vLLM engine).
         timeout: seconds before the command and the head are killed (``RunResult.timed_out``).
-        extra_env: extra variables for every process (e.g. ``MRTPO_CPU_SKIP_WEIGHT_SYNC=1``).
+        extra_env: extra variables for every process (e.g. ``MRTPO_CPU_SKIP_WEIGHT_SYNC=1``,
+            ``MRTPO_CPU_DTYPE=fp32``; else MRTPO_CPU_DTYPE comes from this process's environment, default auto).
         dry_run: print the environment additions and both commands, run nothing, return None.
         echo: copy the command's output to ``stream`` (default stdout) as it arrives.
     Returns:
@@ -283,9 +312,12 @@ def run_openrlhf_cpu(
     """
     workdir = Path(workdir).resolve()
     metrics_path = workdir / "metrics.jsonl"
-    env = cpu_env(metrics_jsonl=metrics_path, extra=extra_env)
+    choice = dtype_choice(extra_env)  # resolved once: every process gets the concrete value
+    env = cpu_env(metrics_jsonl=metrics_path, extra=dict(extra_env or {}, **{cpu_dtype.ENV_VAR: choice.dtype}))
+    dtype_info = dtype_record(choice)
     command = training_command(module, args)
     if dry_run:
+        print(f"# {dtype_line(dtype_info)}")
         added = {k: v for k, v in env.items() if os.environ.get(k) != v}
         print("# environment (for `ray start` and the command):")
         for key in sorted(added):
@@ -297,11 +329,13 @@ def run_openrlhf_cpu(
     workdir.mkdir(parents=True, exist_ok=True)
     if metrics_path.exists():
         metrics_path.unlink()  # metrics of this run only
+    (workdir / "run.json").write_text(json.dumps(dict(dtype_info, module=module), indent=2) + "\n")
     out = stream or sys.stdout
     log_path = workdir / "train.log"
     started = time.time()
     head = start_ray_head(env, num_cpus=num_cpus, num_gpus=num_gpus)
     say = (lambda text: (out.write(text), out.flush())) if echo else (lambda text: None)
+    say(f"[mrtpo.launch] {dtype_line(dtype_info)}\n")
     say(f"[mrtpo.launch] private Ray head {head.address} (temp {head.temp_dir}) up in {head.start_seconds:.1f}s\n")
     peak = [0]
     proc = None
@@ -317,7 +351,7 @@ def run_openrlhf_cpu(
     try:
         run_env = dict(env, RAY_ADDRESS=head.address)
         with open(log_path, "w", encoding="utf-8") as log:
-            log.write(f"# {shlex.join(command)}\n")
+            log.write(f"# {shlex.join(command)}\n# {dtype_line(dtype_info)}\n")
             proc = subprocess.Popen(
                 command,
                 env=run_env,
@@ -366,5 +400,6 @@ def run_openrlhf_cpu(
         total_seconds=total,
         peak_rss_bytes=peak[0],
         timed_out=timed_out,
+        cpu_dtype=choice.dtype,
         milestones=milestones,
     )

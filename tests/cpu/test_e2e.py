@@ -9,11 +9,15 @@ function. An exit code of 0 proves little (three known CPU failures exit 0), so 
 - GDPO, 1 step: per-reward metrics, no replay, uniform advantages equal to GDPO's.
 - The reward served over HTTP by ``python -m mrtpo_openrlhf.rewards.server`` (JSON-list rewards) with a length
   penalty, under mrtpo: the run completes with the task's per-reward metrics.
+- The dtype: with MRTPO_CPU_DTYPE unset (auto) a bf16 CPU trains in bf16; MRTPO_CPU_DTYPE=fp32 trains, samples
+  and syncs in fp32 (the path every CPU without bf16 instructions takes), and still trains correctly.
 """
 
 import json
 import math
+import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -56,6 +60,23 @@ def run(setup, name, estimator, num_prompts=4, extra_env=None, reward=REWARD, pr
     return result, steps
 
 
+def checkpoint_dtypes(folder: Path) -> set:
+    """The tensor dtypes stored in a saved HF folder, read from the safetensors headers (not through torch)."""
+    dtypes = set()
+    for path in folder.glob("*.safetensors"):
+        with open(path, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+        dtypes |= {entry["dtype"] for key, entry in header.items() if key != "__metadata__"}
+    assert dtypes, f"no safetensors in {folder}"
+    return dtypes
+
+
+def cpu_bf16() -> bool:
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else []
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 @pytest.fixture(scope="module")
 def mrtpo(setup):
     return run(setup, "mrtpo", "mrtpo")
@@ -76,6 +97,9 @@ def test_mrtpo_really_trains_and_replays_on_the_actor(mrtpo):
     assert any(s["actor_grad_norm"] > 0 for s in steps)
     log = result.log_path.read_text(errors="replace")
     assert "replay_relevance" in log  # dispatched to the actor group like upstream's forward
+    if cpu_bf16() and not os.environ.get("MRTPO_CPU_DTYPE"):  # auto keeps the bf16 path where it is fast
+        assert json.loads((result.workdir / "run.json").read_text())["cpu_dtype"] == "bf16"
+        assert checkpoint_dtypes(result.workdir / "ckpt") == {"BF16"} and "-> fp32" not in log
     print(f"\nCPU e2e MRTPO: total {result.total_seconds:.1f}s, peak {result.peak_rss_bytes / 2**30:.2f} GiB, "
           f"replay share {[round(s.get('mrtpo/replay_share_of_step', 0), 3) for s in steps]}")
 
@@ -160,3 +184,21 @@ def test_mrtpo_with_http_reward_server(setup, reward_server):
     assert math.isfinite(step["policy_loss"])
     assert "reward/format/mean" in step and "reward/correctness/mean" in step
     assert step["reward/length_penalty/mean"] < 0  # random 32-token responses run into the overlong buffer
+
+
+def test_mrtpo_fp32_trains_samples_and_syncs_in_fp32(setup):
+    """MRTPO_CPU_DTYPE=fp32 (forced: this machine may have bf16): 2 steps, weights reach the fp32 vLLM engine."""
+    result, steps = run(setup, "mrtpo-fp32", "mrtpo", extra_env={"MRTPO_CPU_DTYPE": "fp32"})
+    for step in steps:
+        for key in ("policy_loss", "actor_grad_norm", "vllm_kl", "reward/even/mean", "reward/vowel/mean"):
+            assert math.isfinite(step[key]), (key, step)
+    assert abs(steps[1]["vllm_kl"]) < 5e-3, steps[1]["vllm_kl"]
+    assert any(s["actor_grad_norm"] > 0 for s in steps)
+    assert json.loads((result.workdir / "run.json").read_text())["cpu_dtype"] == "fp32" and result.cpu_dtype == "fp32"
+    log = result.log_path.read_text(errors="replace")
+    assert "--ds.param_dtype bf16 -> fp32" in log  # DeepSpeed: bf16 and fp16 disabled, HF load float32
+    assert "vLLM engine dtype bfloat16 -> float32" in log and "dtype=torch.float32" in log  # vLLM's own config line
+    assert checkpoint_dtypes(result.workdir / "ckpt") == {"F32"}  # the trained weights themselves
+    print(f"\nCPU e2e MRTPO fp32: total {result.total_seconds:.1f}s, step wall "
+          f"{[round(s.get('timing/step_wall', float('nan')), 1) for s in steps]}s, "
+          f"vllm_kl {[s['vllm_kl'] for s in steps]}")

@@ -83,17 +83,21 @@ def test_patches_fire_on_upstream_import_in_a_fresh_process():
         import openrlhf.utils.distributed_util as du
         import openrlhf.trainer.ray.vllm_worker_wrap as ww
         import openrlhf.trainer.ppo_trainer as pt
+        import openrlhf.trainer.ray.vllm_engine as ve
+        from openrlhf.utils import utils as ou
         from openrlhf.trainer.ppo_utils.replay_buffer import NaiveReplayBuffer
         from mrtpo_openrlhf.cpu import patches, hooks
         flag = lambda f: getattr(f, patches.MARK, False)
         print(flag(ds.init_device_mesh), flag(ds.DeepspeedStrategy.get_ds_train_config),
               flag(pa.stateless_init_process_group), flag(du.stateless_init_process_group),
               flag(ww.WorkerWrap.update_weight), flag(pt.BasePPOTrainer.save_logs_and_checkpoints),
+              flag(ds.DeepspeedStrategy.__init__), flag(ou.convert_to_torch_dtype),
+              flag(ve.RolloutRayActor.__ray_metadata__.modified_class.__init__),
               NaiveReplayBuffer(4).target_device, hooks.pending_modules())
         """,
         {"MRTPO_CPU": "1"},
     )
-    assert out.split()[-8:] == ["True"] * 6 + ["cpu", "[]"]
+    assert out.split()[-11:] == ["True"] * 9 + ["cpu", "[]"]
 
 
 def test_apply_is_idempotent():
@@ -212,6 +216,113 @@ def test_metrics_helpers(tmp_path):
     path.write_text('{"step": 1}\nnot json\n{"step": 2}\n')
     with pytest.raises(ValueError, match=":2:"):
         read_metrics(path)
+
+
+# ---------------------------------------------------------------- fp32 on CPUs without bf16 instructions
+
+
+def ds_run_args(param_dtype="bf16"):
+    """The part of train_ppo_ray's args that get_strategy and DeepspeedStrategy read."""
+    return SimpleNamespace(
+        ds=SimpleNamespace(param_dtype=param_dtype, zero_stage=3),
+        train=SimpleNamespace(seed=1, micro_batch_size=2, batch_size=4),
+        vllm=SimpleNamespace(enable_sleep=False),
+    )
+
+
+@pytest.mark.parametrize("choice, param_dtype, ds_bf16, torch_dtype", [
+    ("fp32", "fp32", False, torch.float32),
+    ("bf16", "bf16", True, torch.bfloat16),
+])
+def test_dtype_choice_reaches_deepspeed_config_and_hf_load(monkeypatch, tmp_path, choice, param_dtype, ds_bf16,
+                                                           torch_dtype):
+    """The real get_strategy -> DeepspeedStrategy -> DeepSpeed configs and the real Actor HF load."""
+    patches.apply()
+    from openrlhf.models import Actor
+    from openrlhf.utils import get_strategy
+
+    from mrtpo_openrlhf.models import make_tiny_model
+
+    monkeypatch.setenv("MRTPO_CPU_DTYPE", choice)
+    strategy = get_strategy(ds_run_args("bf16"))  # what the CPU recipes pass on the command line
+    assert strategy.args.ds.param_dtype == param_dtype and strategy.param_dtype == param_dtype
+    for config in (strategy.get_ds_train_config(optim_dict=None), strategy.get_ds_eval_config()):
+        assert config["bf16"]["enabled"] is ds_bf16 and config["fp16"]["enabled"] is False, config
+    # the actor/reference loaders pass strategy.args.ds.param_dtype; the saved tiny model is bf16 on disk
+    model = make_tiny_model(tmp_path / "tiny", hidden_size=64, intermediate_size=64)
+    actor = Actor(str(model), attn_implementation="sdpa", param_dtype=strategy.args.ds.param_dtype)
+    assert {p.dtype for p in actor.model.parameters()} == {torch_dtype}
+
+
+def test_fp32_leaves_fp16_runs_alone_only_when_bf16_chosen(monkeypatch):
+    patches.apply()
+    from openrlhf.utils import get_strategy
+
+    monkeypatch.setenv("MRTPO_CPU_DTYPE", "bf16")
+    assert get_strategy(ds_run_args("fp16")).param_dtype == "fp16"  # an explicit flag is kept
+    monkeypatch.setenv("MRTPO_CPU_DTYPE", "fp32")
+    assert get_strategy(ds_run_args("fp16")).param_dtype == "fp32"  # fp32 chosen: the run is fp32
+
+
+def test_convert_to_torch_dtype_learns_fp32_only():
+    module = types.ModuleType("fake_utils")
+
+    def convert_to_torch_dtype(param_dtype):
+        if param_dtype == "bf16":
+            return torch.bfloat16
+        raise ValueError(f"Invalid param_dtype: {param_dtype}")
+
+    module.convert_to_torch_dtype = convert_to_torch_dtype
+    patches.fp32_torch_dtype(module)
+    first = module.convert_to_torch_dtype
+    patches.fp32_torch_dtype(module)  # idempotent
+    assert module.convert_to_torch_dtype is first
+    assert module.convert_to_torch_dtype("fp32") is torch.float32
+    assert module.convert_to_torch_dtype("bf16") is torch.bfloat16
+    with pytest.raises(ValueError, match="Invalid"):
+        module.convert_to_torch_dtype("fp8")
+
+
+def _fake_vllm_engine_module(seen):
+    """A twin of openrlhf.trainer.ray.vllm_engine: a @ray.remote rollout actor that builds vLLM engine args."""
+    ray = pytest.importorskip("ray")
+    module = types.ModuleType("fake_vllm_engine")
+    vllm = SimpleNamespace(AsyncEngineArgs=lambda *args, **kwargs: seen.append(kwargs))
+
+    class RolloutRayActor:
+        async def __init__(self, *args, **kwargs):
+            self.kwargs = kwargs
+            engine_args = vllm.AsyncEngineArgs(*args, **self.kwargs)  # noqa: F841 (the call site the patch pins)
+
+    def create_vllm_engines():
+        return {"dtype": "bfloat16"}
+
+    module.RolloutRayActor = ray.remote(RolloutRayActor)
+    module.create_vllm_engines = create_vllm_engines
+    return module
+
+
+@pytest.mark.parametrize("choice, engine_dtype", [("fp32", "float32"), ("bf16", "bfloat16")])
+def test_vllm_engine_dtype_follows_the_choice(monkeypatch, choice, engine_dtype):
+    import asyncio
+
+    seen = []
+    module = _fake_vllm_engine_module(seen)
+    patches.fp32_vllm_engine(module)
+    actor_cls = module.RolloutRayActor.__ray_metadata__.modified_class
+    first = actor_cls.__init__
+    patches.fp32_vllm_engine(module)  # idempotent
+    assert actor_cls.__init__ is first
+    monkeypatch.setenv("MRTPO_CPU_DTYPE", choice)
+    asyncio.run(actor_cls.__init__(actor_cls.__new__(actor_cls), model="m", dtype="bfloat16"))
+    assert seen == [{"model": "m", "dtype": engine_dtype}]
+
+
+def test_vllm_engine_patch_fails_loudly_without_the_hard_coded_dtype():
+    module = _fake_vllm_engine_module([])
+    module.create_vllm_engines = lambda: {"dtype": "auto"}
+    with pytest.raises(patches.UpstreamChanged, match="dtype"):
+        patches.fp32_vllm_engine(module)
 
 
 # ---------------------------------------------------------------- flash_attn stub
@@ -343,10 +454,31 @@ def test_update_weight_collects_a_round_then_reloads_and_refreshes(monkeypatch):
     assert [name for name, _ in loaded] == ["a", "b"] and loaded[1][1].sum().item() == 12.0
     assert refreshed == [embed]
 
-    with pytest.raises(ValueError, match="dtype mismatch"):
+    with pytest.raises(ValueError, match="dtype mismatch.*MRTPO_CPU_DTYPE"):
         worker.update_weight("c", torch.float32, (1,))
 
     monkeypatch.setenv("MRTPO_CPU_SKIP_WEIGHT_SYNC", "1")  # negative control: received, not loaded
     worker._model_update_group = _Group([torch.ones(1)])
     worker.update_weight("d", torch.bfloat16, (1,), empty_cache=True)
     assert len(worker.model_runner.reloaded) == 1 and worker._model_update_group.values == []
+
+
+def test_update_weight_round_in_fp32():
+    """An fp32 engine (MRTPO_CPU_DTYPE=fp32) receives fp32 tensors bit-exactly; a bf16 sender is refused."""
+    pytest.importorskip("vllm.model_executor.layers.vocab_parallel_embedding")
+    import openrlhf.trainer.ray.vllm_worker_wrap as ww
+
+    patches.apply()
+    patches.vllm_worker_update_weight(ww)
+    sent = torch.tensor([1.0 + 2**-20, -3.25e-7, 7.0])  # not representable in bf16
+    worker = ww.WorkerWrap()
+    worker.model_config = SimpleNamespace(dtype=torch.float32)
+    worker.device = torch.device("cpu")
+    worker.model_runner = _Runner(torch.nn.Linear(1, 1))
+    worker._model_update_with_ray = False
+    worker._model_update_group = _Group([sent])
+    worker.update_weight("w", torch.float32, (3,), empty_cache=True)
+    ((name, received),) = worker.model_runner.reloaded[0]
+    assert name == "w" and received.dtype == torch.float32 and torch.equal(received, sent)
+    with pytest.raises(ValueError, match="trainer sends torch.bfloat16, vLLM holds torch.float32"):
+        worker.update_weight("w", torch.bfloat16, (3,))

@@ -18,6 +18,9 @@ def source(module_name, qualname):
     obj = importlib.import_module(module_name)
     for part in qualname.split("."):
         obj = getattr(obj, part)
+        metadata = getattr(obj, "__ray_metadata__", None)  # a @ray.remote class: read the class it wraps
+        if metadata is not None:
+            obj = metadata.modified_class.__ray_actor_class__
     return inspect.getsource(obj)
 
 
@@ -52,6 +55,24 @@ CALL_SITES = [
     ("openrlhf.trainer.ppo_trainer", "BasePPOTrainer.save_logs_and_checkpoints", r"logging_steps == 0"),
     ("openrlhf.trainer.ppo_trainer", "PPOTrainer.fit", r"self\.save_logs_and_checkpoints\(global_step, status"),
     ("openrlhf.utils.utils", "get_strategy", r"DeepspeedStrategy\("),
+    # fp32 path (MRTPO_CPU_DTYPE=fp32): one rewritten args.ds.param_dtype must reach every dtype decision
+    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy.__init__", r"self\.param_dtype = args\.ds\.param_dtype"),
+    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy.get_ds_train_config", r"param_dtype=self\.param_dtype"),
+    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy.get_ds_eval_config", r"param_dtype=self\.param_dtype"),
+    ("openrlhf.utils.deepspeed.deepspeed_utils", "get_train_ds_config", r'"enabled": param_dtype == "bf16"'),
+    ("openrlhf.utils.deepspeed.deepspeed_utils", "get_eval_ds_config", r'"enabled": param_dtype == "bf16"'),
+    ("openrlhf.utils.utils", "convert_to_torch_dtype", r"Invalid param_dtype"),
+    ("openrlhf.models.actor", "Actor.__init__", r"from openrlhf\.utils\.utils import convert_to_torch_dtype"),
+    ("openrlhf.models.model", "get_llm_for_sequence_regression",
+     r"from openrlhf\.utils\.utils import convert_to_torch_dtype"),
+    ("openrlhf.trainer.ray.ppo_actor", "PolicyModelActor.init_model_from_pretrained",
+     r"param_dtype=strategy\.args\.ds\.param_dtype"),
+    ("openrlhf.trainer.ray.launcher", "ReferenceModelActor.init_model_from_pretrained",
+     r"param_dtype=strategy\.args\.ds\.param_dtype"),
+    ("openrlhf.trainer.ray.vllm_engine", "create_vllm_engines", r'"dtype": "bfloat16"'),
+    ("openrlhf.trainer.ray.vllm_engine", "RolloutRayActor.__init__",
+     r"vllm\.AsyncEngineArgs\(\*args, \*\*self\.kwargs\)"),
+    ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer.broadcast_to_vllm", r"dtype=param\.dtype"),
 ]
 
 
