@@ -219,6 +219,9 @@ class RewardServer(ThreadingHTTPServer):
         self.read_timeout_s = float(read_timeout_s)
         self.max_handlers = int(max_handlers)
         self._slots = threading.BoundedSemaphore(self.max_handlers)
+        self._count_lock = threading.Lock()
+        self.active_handlers = 0
+        self.peak_handlers = 0  # most connections ever served at once (tests and monitoring)
         super().__init__(address, RewardHandler)
 
     def process_request(self, request, client_address) -> None:
@@ -233,10 +236,21 @@ class RewardServer(ThreadingHTTPServer):
             raise
 
     def process_request_thread(self, request, client_address) -> None:
+        with self._count_lock:
+            self.active_handlers += 1
+            self.peak_handlers = max(self.peak_handlers, self.active_handlers)
         try:
             super().process_request_thread(request, client_address)
         finally:
+            with self._count_lock:
+                self.active_handlers -= 1
             self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], OSError):  # a client that vanished or was cut off for being too slow
+            logger.debug("connection from %s closed: %s", client_address, sys.exc_info()[1])
+            return
+        super().handle_error(request, client_address)
 
     def _refuse_busy(self, request) -> None:
         body = json.dumps({"error": "server busy: every handler slot is taken"}).encode("utf-8")
