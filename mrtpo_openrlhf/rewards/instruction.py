@@ -37,7 +37,7 @@ import re
 import sys
 from typing import Any, Sequence
 
-from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, write_jsonl
+from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
 from mrtpo_openrlhf.verifiers.response import response_from_query
 from mrtpo_openrlhf.verifiers.instructions import (Checker, MulDimIFConstraint, UnsupportedInstruction,
@@ -209,9 +209,14 @@ def convert_row(row: dict, fmt: str) -> dict:
 
 
 def convert_file(path: str, fmt: str, out: str) -> int:
-    """Convert a whole JSONL file; DatasetError names ``path:line`` of the first bad row."""
+    """Convert a whole JSONL file; DatasetError names ``path:line`` of the first bad row.
+
+    ``out`` is replaced only when every row converted (an earlier output survives a failed run); ``out`` equal
+    to ``path`` is refused.
+    """
     if fmt not in ("hir16k", "ifeval", "muldimif"):
         raise ValueError(f"unknown format {fmt!r}")
+    refuse_same_file(path, out)
     # validating inside iter_jsonl makes the error name the file and its real line number
     rows = [convert_row(row, fmt) for row in iter_jsonl(path, validate=lambda row: convert_row(row, fmt))]
     return write_jsonl(out, rows)
@@ -227,7 +232,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         n = convert_file(args.input, args.format, args.out)
-    except DatasetError as exc:
+    except (DatasetError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {n} rows to {args.out}")

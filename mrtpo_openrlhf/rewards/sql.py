@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, require_fields, write_jsonl
+from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, refuse_same_file, require_fields, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
 from mrtpo_openrlhf.verifiers.sql import (
     DEFAULT_MAX_ROWS,
@@ -377,8 +377,16 @@ def load_json_list(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: no such file")
+    raw = path.read_bytes()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DatasetError(f"{path}:{line}: invalid UTF-8 (byte {exc.start} of the file)") from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise DatasetError(f"{path}: JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     if not isinstance(data, list):
@@ -419,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "convert":
+            refuse_same_file(args.input, args.out)
             examples = load_json_list(args.input)
             if args.limit > 0:
                 examples = examples[: args.limit]
@@ -437,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             problems = check_rows(rows, args.input)
             print("\n".join(problems) if problems else f"{len(rows)} rows OK")
             return 1 if problems else 0
-    except DatasetError as exc:
+    except (DatasetError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
