@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
-from mrtpo_openrlhf.verifiers.response import response_from_query
+from mrtpo_openrlhf.verifiers.response import oversize_reason, response_from_query
 from mrtpo_openrlhf.verifiers.instructions import (Checker, MulDimIFConstraint, UnsupportedInstruction,
                                                    build_checker, check_strict)
 
@@ -157,6 +157,10 @@ def score_instruction(query: str, prompt: str, label: Any) -> RewardVector:
     names = _unique_names(ids + [MulDimIFConstraint(*t).instruction_id for t in triples])
     items: list[RewardItem] = []
     specs: list[tuple[str, Any]] = [(i, k) for i, k in zip(ids, kwargs)] + [("muldimif", t) for t in triples]
+    too_long = oversize_reason(response, "instruction")
+    if too_long:
+        items = [RewardItem(name, 0.0, "", too_long) for name in names]
+        return RewardVector(items, primary=None, logs={FRAC_LOG: 0.0})
     for name, (kind, arg) in zip(names, specs):
         try:
             checker = MulDimIFConstraint(*arg) if kind == "muldimif" else build_checker(kind, arg)

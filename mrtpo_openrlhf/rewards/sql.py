@@ -59,6 +59,7 @@ from typing import Any, Iterable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, refuse_same_file, require_fields, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.verifiers.response import oversize_reason
 from mrtpo_openrlhf.verifiers.sql import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
@@ -210,6 +211,16 @@ def score_sql(
     cache = GOLD_CACHE if cache is None else cache
 
     response = response_from_query(query, prompt)
+    too_long = oversize_reason(response, "sql")
+    if too_long:
+        try:
+            gold_block = parse_label(label).gold
+        except ValueError:
+            gold_block = ""
+        return RewardVector([RewardItem("format", 0.0, SQL_FORMAT_BLOCK, too_long),
+                             RewardItem("executable", 0.0, "", too_long),
+                             RewardItem("execution", 0.0, gold_block, too_long)],
+                            primary=PRIMARY_REWARD, logs=_logs())
     fmt = check_format(response)
     format_item = RewardItem("format", float(fmt.ok), SQL_FORMAT_BLOCK, fmt.reason)
     sql = extract_sql(response)

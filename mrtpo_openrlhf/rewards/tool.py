@@ -27,7 +27,7 @@ from typing import Any, Iterable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
-from mrtpo_openrlhf.verifiers.response import response_from_query
+from mrtpo_openrlhf.verifiers.response import oversize_reason, response_from_query
 from mrtpo_openrlhf.verifiers.tool import (
     AST_CATEGORIES,
     TOOL_FORMAT_BLOCK,
@@ -81,6 +81,11 @@ def reference_block(label: dict) -> str:
 def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
     """Score one rollout: [format, correctness], both 0/1. Never raises on a bad response or label."""
     response = extract_response(query, prompt)
+    too_long = oversize_reason(response, "tool")
+    if too_long:
+        return RewardVector([RewardItem("format", 0.0, TOOL_FORMAT_BLOCK, too_long),
+                             RewardItem("correctness", 0.0, "", too_long)],
+                            primary=PRIMARY_REWARD, logs={"tool_parseable": 0.0})
     fmt_ok, fmt_why = check_format(response)
     parsed = parse_tool_calls(response)
     try:

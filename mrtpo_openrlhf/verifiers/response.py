@@ -1,6 +1,19 @@
 """The model's response inside OpenRLHF's ``query`` (the decoded prompt + response), shared by every task."""
 from __future__ import annotations
 
+import logging
+import os
+import threading
+
+#: Longest response (in characters) a verifier reads; a longer one scores 0 on every reward, with the reason.
+#: About 16k tokens of English: above any generation length the shipped scripts use. MRTPO_MAX_RESPONSE_CHARS
+#: changes it for a run.
+MAX_RESPONSE_CHARS = int(os.environ.get("MRTPO_MAX_RESPONSE_CHARS", 65_536))
+
+logger = logging.getLogger(__name__)
+_oversize_lock = threading.Lock()
+_oversize_seen = 0
+
 END_OF_TURN_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>")
 
 
@@ -41,3 +54,18 @@ def response_from_query(query: str, prompt: str) -> str:
     else:
         response = query
     return strip_end_markers(response.strip())
+
+
+def oversize_reason(response: str, task: str) -> str:
+    """"" when a verifier may read ``response``; else the reason every reward of it is 0 (logged, rate-limited)."""
+    global _oversize_seen
+    if len(response) <= MAX_RESPONSE_CHARS:
+        return ""
+    reason = (f"response of {len(response)} characters is longer than the {MAX_RESPONSE_CHARS} a verifier reads "
+              "(MRTPO_MAX_RESPONSE_CHARS)")
+    with _oversize_lock:
+        _oversize_seen += 1
+        seen = _oversize_seen
+    if seen == 1 or seen % 100 == 0:
+        logger.warning("%s reward: %s; scored 0 (%d such responses so far)", task, reason, seen)
+    return reason

@@ -35,3 +35,23 @@ def test_tuples_and_empty_batches_are_accepted():
     out = instruction.reward_func(("a b",), ("",), (LABEL,))
     assert out["rewards"].tolist() == [1.0]
     assert instruction.reward_func([], [], [])["rewards"].tolist() == []
+
+
+@pytest.mark.parametrize("module, label", [
+    (instruction, LABEL),
+    (sql, {"db_id": "school", "gold": "SELECT 1"}),
+    (tool, {"functions": [{"name": "f"}], "ground_truth": [{"f": {}}], "category": "simple_python"}),
+])
+def test_responses_past_the_bound_score_zero_with_the_reason(module, label):
+    import time
+
+    from mrtpo_openrlhf.verifiers.response import MAX_RESPONSE_CHARS
+
+    good_layout = {instruction: "a b", sql: "<think>t</think>\n```sql\nSELECT 1\n```",
+                   tool: '<think>t</think><tool_call>{"name": "f"}</tool_call>'}[module]
+    assert module.reward_func([good_layout], [""], [label])["rewards"].item() > 0
+    start = time.perf_counter()
+    out = module.reward_func([good_layout + " " * MAX_RESPONSE_CHARS + "x"], [""], [label])
+    assert time.perf_counter() - start < 0.5
+    assert out["rewards"].item() == 0.0
+    assert all("longer than the" in r for r in out["extra_logs"]["mrtpo_reward_reasons"])
