@@ -39,7 +39,9 @@ the ``MRTPO_SQL_DB_ROOT`` environment variable and the bundled fixtures (``mrtpo
 
 Sandbox limits for the model's query default to 1 s and 10,000 rows; the environment variables
 ``MRTPO_SQL_TIMEOUT_S`` and ``MRTPO_SQL_MAX_ROWS`` change them for a training run. Gold queries get 30 s (the BIRD
-official timeout) and 100,000 rows, and their results are cached.
+official timeout) and 100,000 rows, and their results are cached. The Spider comparison gets ``COMPARE_TIMEOUT_S``
+(0.5 s); one that does not finish loses the execution reward with that reason. A response longer than
+``MRTPO_MAX_RESPONSE_CHARS`` scores 0 on all three rewards (see ``verifiers/response.py``).
 
 Command line::
 
@@ -64,6 +66,7 @@ from mrtpo_openrlhf.verifiers.sql import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
     SQL_FORMAT_BLOCK,
+    ComparisonTimeout,
     GoldResultCache,
     SqlResult,
     check_format,
@@ -99,6 +102,7 @@ DB_ROOT_ENV = "MRTPO_SQL_DB_ROOT"
 TIMEOUT_ENV = "MRTPO_SQL_TIMEOUT_S"
 MAX_ROWS_ENV = "MRTPO_SQL_MAX_ROWS"
 GOLD_TIMEOUT_S = 30.0
+COMPARE_TIMEOUT_S = 0.5  # the Spider column-permutation search; past it the match is lost with the reason
 GOLD_MAX_ROWS = 100_000
 
 GOLD_CACHE = GoldResultCache(maxsize=4096)
@@ -272,10 +276,17 @@ def score_sql(
             compared = execute_sql(parsed.db_path, remove_distinct(sql), timeout_s=limits["timeout_s"], max_rows=pred_cap)
         if not compared.ok:
             why = f"query without DISTINCT failed: {compared.error}"
-        elif compare_results(comparison, compared.rows, gold.rows, order_matters=order_matters):
-            match = True
         else:
-            why = f"result differs from the reference ({comparison} comparison{', ordered' if order_matters and comparison == 'spider' else ''})"
+            try:
+                match = compare_results(comparison, compared.rows, gold.rows, order_matters=order_matters,
+                                        timeout_s=COMPARE_TIMEOUT_S)
+            except ComparisonTimeout:
+                why = f"result comparison did not finish within {COMPARE_TIMEOUT_S:g} s"
+                logger.warning("%s (%d rows, %d columns)", why, len(gold.rows), len(gold.rows[0]) if gold.rows else 0)
+            else:
+                if not match:
+                    ordered = ", ordered" if order_matters and comparison == "spider" else ""
+                    why = f"result differs from the reference ({comparison} comparison{ordered})"
     exec_match_item = RewardItem("execution", float(match), gold_item_block, why)
 
     logs = _logs(

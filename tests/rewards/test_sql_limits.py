@@ -98,3 +98,20 @@ def test_stopped_query_costs_the_executable_reward_with_the_reason():
     vec = score_sql(f"<think>t</think>\n```sql\n{sql}\n```", "", {"db_id": "school", "gold": "SELECT 1"})
     assert vec.values == [1.0, 0.0, 0.0]
     assert "time limit" in vec.items[1].reason and vec.logs["sql_timed_out"] == 1.0
+
+
+def test_spider_comparison_timeout_costs_the_execution_reward(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from adversarial_corpus import sql_compare_cases
+
+    for case in sql_compare_cases(tmp_path):
+        start = time.perf_counter()
+        vec = score_sql(case.query, case.prompt, case.label)
+        assert time.perf_counter() - start < 2.0, case.name
+        assert vec.values[:2] == [1.0, 1.0]
+        assert vec.values[2] == (1.0 if case.name == "shared_values_match" else 0.0)
+        if case.name == "shared_values_bag":
+            assert "did not finish" in vec.items[2].reason
