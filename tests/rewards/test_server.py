@@ -132,9 +132,10 @@ def test_stalled_clients_do_not_starve_others():
         assert status == 200 and out["rewards"] == [2.0]
         assert waited < 4.0  # 6 stalled clients, 2 slots, 0.5 s each: a few timeouts at most
         assert srv.peak_handlers == 2
-        for sock in stalled:  # the server closed every stalled connection (EOF, or a reset)
+        for sock in stalled:  # the server closed every stalled connection: EOF, a reset, or 503 (no slot in time)
             try:
-                assert sock.recv(1024) == b""
+                data = sock.recv(4096)
+                assert data == b"" or data.startswith(b"HTTP/1.1 503 ")
             except ConnectionResetError:
                 pass
     finally:
