@@ -97,10 +97,29 @@ SQL_STRING_BOMBS = {
     "printf_width": "SELECT printf('%999999999c', 'x')",
     "char_many": "SELECT length(char(" + ",".join(["65"] * 20000) + "))",
 }
+_ROWS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000) "
+_NEAR_LIMIT = "hex(zeroblob(499000 - x % 2))"  # 998,000 characters, recomputed per row (not a constant)
+# The same shapes just inside the sandbox's bounds (1 MB values, 100-byte patterns, the instr/replace/trim work
+# guard), repeated over rows: each runs until the 1 s deadline interrupts it between two steps.
+SQL_AT_THE_BOUNDS = {
+    "runaway_recursion": "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
+    "runaway_cross_join": "SELECT count(*) FROM students a, students b, students c, students d, students e, "
+                          "students f, students g, students h",
+    "like_99_byte_pattern_rows": _ROWS + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} LIKE '%' || hex(zeroblob(48)) || '1'",
+    "glob_99_byte_pattern_rows": _ROWS + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} GLOB '*' || hex(zeroblob(48)) || '1'",
+    "instr_under_guard_rows": _ROWS + f"SELECT count(*) FROM c WHERE instr({_NEAR_LIMIT}, hex(zeroblob(249)) || '1')",
+    "replace_under_guard_rows": _ROWS + f"SELECT sum(length(replace({_NEAR_LIMIT}, hex(zeroblob(249)) || '1', 'x'))) FROM c",
+    "trim_under_guard_rows": _ROWS + f"SELECT sum(length(trim({_NEAR_LIMIT}, hex(zeroblob(249)) || 'x'))) FROM c",
+    "sort_at_memory_bound": _ROWS + f"SELECT {_NEAR_LIMIT} || x AS v FROM c ORDER BY v LIMIT 1",
+    "group_by_big_keys": _ROWS + f"SELECT count(*) FROM (SELECT {_NEAR_LIMIT} || x AS v FROM c GROUP BY v)",
+    "wide_row_at_column_bound": "SELECT " + ", ".join(f"zeroblob(999999) AS c{i}" for i in range(200)),
+    "rows_at_result_bound": _ROWS + "SELECT zeroblob(999999) FROM c",
+}
 
 
 def sql_cases(size: int) -> list[Case]:
-    cases = [Case("sql_exec", name, "sql", sql_response(q), SQL_PROMPT, SCHOOL) for name, q in SQL_STRING_BOMBS.items()]
+    cases = [Case("sql_exec", name, "sql", sql_response(q), SQL_PROMPT, SCHOOL)
+             for name, q in {**SQL_STRING_BOMBS, **SQL_AT_THE_BOUNDS}.items()]
     n_in = max(1, size // 8)
     cases.append(Case("sql_exec", "in_list", "sql",
                       sql_response("SELECT name FROM students WHERE id IN (" + ",".join(["1234567"] * n_in) + ")"),
