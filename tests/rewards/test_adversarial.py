@@ -2,7 +2,8 @@
 
 Payloads are as long as a verifier reads (the response bound, less the layout around them), which is where the
 quadratic patterns of issue 15 took 10 s to minutes; the oversize family sends 1 MB. The bound asserted here is the
-issue's 3 s per call; ``benchmarks/adversarial.py`` prints the measured worst times and memory. The full sweep
+issue's 3 s per call, on CPU time (robust to a loaded machine); ``benchmarks/adversarial.py`` prints the measured
+worst wall and CPU times and memory. The full sweep
 (every instruction checker on every flood) is marked slow.
 """
 import sys
@@ -25,37 +26,62 @@ HOT_CHECKERS = ("detectable_format:number_bullet_lists", "detectable_content:pos
                 "length_constraints:number_sentences", "length_constraints:number_paragraphs")
 
 
-def _fast_cases(workdir):
-    cases = corpus.sql_cases(SIZE) + corpus.sql_compare_cases(workdir) + corpus.tool_cases(SIZE)
-    cases += [c for c in corpus.instruction_cases(SIZE) if c.name.split("/")[0] in HOT_CHECKERS + ("muldimif",)
-              or c.name == "bullets_padded"]
-    return cases + corpus.oversize_cases()
-
-
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("adversarial")
 
 
+@pytest.fixture(scope="module")
+def warm(workdir):
+    """The one-time loads a running server already has: gold results, the NLTK punkt model, langdetect profiles."""
+    for case in corpus.sql_compare_cases(workdir) + corpus.instruction_cases(100):
+        if case.name.split("/")[0] in HOT_CHECKERS + ("muldimif",):
+            _score(case)
+
+
 def _score(case):
+    """(CPU seconds, output) of one reward call. CPU time, not wall time: the machine running the tests may be
+    shared, and what a regression to a quadratic scan changes is the work done (wall figures: the benchmark)."""
     func = get_reward_func(case.task)
-    start = time.perf_counter()
+    start = time.process_time()
     out = func([case.query], [case.prompt], [case.label])
-    took = time.perf_counter() - start
+    took = time.process_time() - start
     assert len(out["rewards"]) == 1
     return took, out
 
 
-def test_fast_subset_every_call_within_the_limit(workdir):
-    # warm the one-time loads (gold results, the NLTK punkt model, langdetect profiles) as a running server has them
-    for case in corpus.sql_compare_cases(workdir) + corpus.instruction_cases(100):
-        _score(case)
+def _assert_all_in_time(cases):
     slow = []
-    for case in _fast_cases(workdir):
-        took, out = _score(case)
+    for case in cases:
+        took, _ = _score(case)
         if took > LIMIT_S:
             slow.append(f"{case.family}/{case.name}: {took:.2f} s")
     assert not slow, slow
+
+
+SQL_CASES = {case.name: case for case in corpus.sql_cases(SIZE)}
+
+
+@pytest.mark.parametrize("name", sorted(SQL_CASES))
+def test_sql_case_within_the_limit(name, warm):
+    took, out = _score(SQL_CASES[name])
+    assert took < LIMIT_S
+    if SQL_CASES[name].family == "sql_exec":  # none of these queries may count as one that ran
+        assert out["extra_logs"]["mrtpo_reward_values"][1] == 0.0 or name in ("big_literal", "in_list",
+                                                                              "runaway_cross_join")
+
+
+def test_sql_compare_cases_within_the_limit(workdir, warm):
+    _assert_all_in_time(corpus.sql_compare_cases(workdir))
+
+
+def test_hot_instruction_checkers_and_muldimif_within_the_limit(warm):
+    _assert_all_in_time([c for c in corpus.instruction_cases(SIZE)
+                         if c.name.split("/")[0] in HOT_CHECKERS + ("muldimif",)])
+
+
+def test_tool_and_oversize_cases_within_the_limit():
+    _assert_all_in_time(corpus.tool_cases(SIZE) + corpus.oversize_cases())
 
 
 def test_oversize_responses_lose_every_reward_with_the_reason():
@@ -81,6 +107,39 @@ def test_unclosed_tool_call_tags_parse_in_linear_time():
     start = time.perf_counter()
     parsed = parse_tool_calls(text)
     assert not parsed.ok and time.perf_counter() - start < 0.5
+
+
+def test_sql_layout_scans_are_linear():
+    # 128k spaces took 40 s in the old format regex; the scans now cost microseconds per kilobyte
+    from mrtpo_openrlhf.verifiers.sql import check_format, extract_sql
+
+    run = " " * 256_000
+    texts = ["<think>t</think>\n```sql\nSELECT 1" + run + "x\n```", "<think>t</think>\n```sql\nSELECT 1\n```" + run + "x",
+             "```" + run + "x", "x" + run + "<|im_end|>" + run + "y", "<|im_end|> " * 20_000 + "x"]
+    start = time.perf_counter()
+    for text in texts:
+        check_format(text)
+        extract_sql(text)
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize("flood", ["newlines", "space_newline", "open_brackets", "angle_open", "ps_like", "bullets",
+                                   "hashes_newline", "table_rows", "dashes", "stars"])
+def test_formerly_quadratic_checkers_are_linear(flood):
+    # 256 KB, eight times the response bound: the old patterns took minutes here (34.6 s at 64k newlines)
+    from mrtpo_openrlhf.verifiers.instructions import MulDimIFConstraint, build_checker
+
+    text = corpus.floods(256_000)[flood]
+    checkers = [build_checker("detectable_format:number_bullet_lists", {"num_bullets": 3}),
+                build_checker("detectable_content:number_placeholders", {"num_placeholders": 3}),
+                build_checker("detectable_format:title", {})]
+    checkers += [build_checker("detectable_content:postscript", {"postscript_marker": m}) for m in ("P.S.", "P.P.S")]
+    checkers += [MulDimIFConstraint(*rule) for rule in corpus.MULDIMIF_RULES if rule[0] == "Format"
+                 and rule[1] in ("Bullets", "Table", "Heading", "Json")]
+    start = time.perf_counter()
+    for checker in checkers:
+        checker.check(text)
+    assert time.perf_counter() - start < 2.0
 
 
 @pytest.mark.slow

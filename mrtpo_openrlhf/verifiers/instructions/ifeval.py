@@ -348,7 +348,7 @@ class JsonFormat(Checker):
         text = text.removesuffix("```").strip()
         try:
             json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than the parser goes: not JSON
             return False
         return True
 

@@ -126,7 +126,7 @@ def _length_rule(rule: str) -> Callable[[str], bool] | None:
 def _is_json(r: str) -> bool:
     try:
         json.loads(_unfence(r))
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting deeper than the parser goes is not JSON here
         return False
     return True
 
