@@ -105,11 +105,16 @@ SQL_AT_THE_BOUNDS = {
     "runaway_recursion": "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
     "runaway_cross_join": "SELECT count(*) FROM students a, students b, students c, students d, students e, "
                           "students f, students g, students h",
-    "like_99_byte_pattern_rows": _ROWS + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} LIKE '%' || hex(zeroblob(48)) || '1'",
-    "glob_99_byte_pattern_rows": _ROWS + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} GLOB '*' || hex(zeroblob(48)) || '1'",
-    "instr_under_guard_rows": _ROWS + f"SELECT count(*) FROM c WHERE instr({_NEAR_LIMIT}, hex(zeroblob(249)) || '1')",
-    "replace_under_guard_rows": _ROWS + f"SELECT sum(length(replace({_NEAR_LIMIT}, hex(zeroblob(249)) || '1', 'x'))) FROM c",
-    "trim_under_guard_rows": _ROWS + f"SELECT sum(length(trim({_NEAR_LIMIT}, hex(zeroblob(249)) || 'x'))) FROM c",
+    "like_99_byte_pattern_rows":
+        _ROWS + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} LIKE '%' || hex(zeroblob(48)) || '1'",
+    "glob_99_byte_pattern_rows":
+        _ROWS + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} GLOB '*' || hex(zeroblob(48)) || '1'",
+    "instr_under_guard_rows":
+        _ROWS + f"SELECT count(*) FROM c WHERE instr({_NEAR_LIMIT}, hex(zeroblob(249)) || '1')",
+    "replace_under_guard_rows":
+        _ROWS + f"SELECT sum(length(replace({_NEAR_LIMIT}, hex(zeroblob(249)) || '1', 'x'))) FROM c",
+    "trim_under_guard_rows":
+        _ROWS + f"SELECT sum(length(trim({_NEAR_LIMIT}, hex(zeroblob(249)) || 'x'))) FROM c",
     "sort_at_memory_bound": _ROWS + f"SELECT {_NEAR_LIMIT} || x AS v FROM c ORDER BY v LIMIT 1",
     "group_by_big_keys": _ROWS + f"SELECT count(*) FROM (SELECT {_NEAR_LIMIT} || x AS v FROM c GROUP BY v)",
     "wide_row_at_column_bound": "SELECT " + ", ".join(f"zeroblob(999999) AS c{i}" for i in range(200)),
@@ -126,10 +131,12 @@ def sql_cases(size: int) -> list[Case]:
                       SQL_PROMPT, SCHOOL))
     cases.append(Case("sql_exec", "big_literal", "sql", sql_response("SELECT '" + "a" * (size - 40) + "'"),
                       SQL_PROMPT, SCHOOL))
-    cases.append(Case("sql_exec", "many_statements", "sql", sql_response("SELECT 1;" * (size // 10)), SQL_PROMPT, SCHOOL))
+    cases.append(Case("sql_exec", "many_statements", "sql", sql_response("SELECT 1;" * (size // 10)), SQL_PROMPT,
+                      SCHOOL))
     cases.append(Case("sql_exec", "unclosed_comment", "sql", sql_response("SELECT 1 /*" + " " * (size - 40)),
                       SQL_PROMPT, SCHOOL))
-    cases.append(Case("sql_exec", "deep_parens", "sql", sql_response("SELECT " + "(" * (size // 2) + "1" + ")" * (size // 2)),
+    deep = "SELECT " + "(" * (size // 2) + "1" + ")" * (size // 2)
+    cases.append(Case("sql_exec", "deep_parens", "sql", sql_response(deep),
                       SQL_PROMPT, SCHOOL))
     f = floods(size)
     layouts = {
@@ -219,7 +226,8 @@ def instruction_kwargs() -> dict[str, dict]:
     from mrtpo_openrlhf.verifiers.instructions import base, build_checker
 
     found: dict[str, dict] = {}
-    sources = [resources.files("ifbench") / "data" / "IFBench_test.jsonl", DATA / "eval_fixtures/ifeval/input_data.jsonl",
+    sources = [resources.files("ifbench") / "data" / "IFBench_test.jsonl",
+               DATA / "eval_fixtures/ifeval/input_data.jsonl",
                DATA / "instructions/train_mini.jsonl", DATA / "instructions/eval_mini.jsonl"]
     for path in sources:
         try:
@@ -258,12 +266,14 @@ def instruction_cases(size: int, per_checker: bool = True) -> list[Case]:
     # a correct bullet answer padded with newlines (the 34.6 s case of the issue)
     padded = "* one\n* two\n* three" + "\n" * (size - 20)
     cases.append(Case("instruction", "bullets_padded", "instruction", padded, "",
-                      {"instruction_id_list": ["detectable_format:number_bullet_lists"], "kwargs": [{"num_bullets": 3}]}))
+                      {"instruction_id_list": ["detectable_format:number_bullet_lists"],
+                       "kwargs": [{"num_bullets": 3}]}))
     return cases
 
 
 # ----------------------------------------------------------------------------------------------------- tool
-TOOL_FUNCS = [{"name": "add", "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}]
+TOOL_FUNCS = [{"name": "add",
+               "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}]
 TOOL_LABEL = {"functions": TOOL_FUNCS, "ground_truth": [{"add": {"a": [1]}}], "category": "simple_python"}
 
 
@@ -277,7 +287,8 @@ def tool_cases(size: int) -> list[Case]:
         "many_blocks": "<think>t</think>" + "<tool_call>{}</tool_call>" * (size // 25),
         "think_flood": "<think>" * (size // 7),
         "deep_json": call("[" * (size // 2) + "]" * (size // 2)),
-        "deep_args": call('{"name": "add", "arguments": {"a": ' + "[" * (size // 2 - 40) + "]" * (size // 2 - 40) + "}}"),
+        "deep_args": call('{"name": "add", "arguments": {"a": ' + "[" * (size // 2 - 40) + "]" * (size // 2 - 40)
+                          + "}}"),
         "huge_int": call('{"name": "add", "arguments": {"a": ' + "9" * (size - 60) + "}}"),
         "huge_string": call('{"name": "add", "arguments": {"a": "' + "x" * (size - 60) + '"}}'),
         "many_calls": call("[" + ",".join(['{"name": "add", "arguments": {"a": 1}}'] * (size // 40)) + "]"),

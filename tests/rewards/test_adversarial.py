@@ -114,7 +114,8 @@ def test_sql_layout_scans_are_linear():
     from mrtpo_openrlhf.verifiers.sql import check_format, extract_sql
 
     run = " " * 256_000
-    texts = ["<think>t</think>\n```sql\nSELECT 1" + run + "x\n```", "<think>t</think>\n```sql\nSELECT 1\n```" + run + "x",
+    texts = ["<think>t</think>\n```sql\nSELECT 1" + run + "x\n```",
+             "<think>t</think>\n```sql\nSELECT 1\n```" + run + "x",
              "```" + run + "x", "x" + run + "<|im_end|>" + run + "y", "<|im_end|> " * 20_000 + "x"]
     start = time.perf_counter()
     for text in texts:

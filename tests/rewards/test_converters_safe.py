@@ -53,7 +53,8 @@ def test_failed_run_keeps_the_previous_output(tmp_path, run, make_row):
     previous = out.read_bytes()
     assert len(read_jsonl(out)) == 3
     # rows 1-4 convert, row 5 is malformed: the old output must survive, with no temporary file left behind
-    src.write_bytes(b"".join(json.dumps(make_row(i)).encode() + b"\n" for i in range(4)) + b'{"id": 5, "question": 3}\n')
+    good_rows = b"".join(json.dumps(make_row(i)).encode() + b"\n" for i in range(4))
+    src.write_bytes(good_rows + b'{"id": 5, "question": 3}\n')
     assert run(src, out) == 2
     assert out.read_bytes() == previous
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]

@@ -8,12 +8,12 @@ Layers of defence (each alone should be enough for its threat):
 - extension loading is disabled on the connection;
 - time and memory: a watchdog thread interrupts the query at its deadline (SQLite checks the interrupt at every
   loop jump) or when SQLite's memory grows past ``max_memory_bytes`` (temporary tables and sorts are kept in
-  memory so they count); the progress handler checks the deadline too. A row has at most ``MAX_COLUMNS`` columns
-  (a database whose tables are wider cannot be queried here) and a query at most ``MAX_SQL_CHARS`` characters. What one VM step can do is bounded so the
-  interrupt comes soon enough: values are at most ``max_value_bytes`` (1 MB), LIKE/GLOB patterns at most
-  ``MAX_LIKE_PATTERN_BYTES``, ``printf``/``format`` widths are refused past the value limit, and ``instr``,
-  ``replace`` and two-argument ``trim``/``ltrim``/``rtrim`` (quadratic in their arguments) are refused past
-  ``MAX_STRING_WORK`` character comparisons. The deadline starts before the Python pre-check, and a query that
+  memory so they count); the progress handler checks the deadline too. A row has at most ``MAX_COLUMNS``
+  columns (a database whose tables are wider cannot be queried here) and a query at most ``MAX_SQL_CHARS``
+  characters. What one VM step can do is bounded so the interrupt comes soon enough: values are at most
+  ``max_value_bytes`` (1 MB), LIKE/GLOB patterns at most ``MAX_LIKE_PATTERN_BYTES``, ``printf``/``format``
+  widths are refused past the value limit, and ``instr``, ``replace`` and two-argument ``trim``/``ltrim``/``rtrim``
+  (quadratic in their arguments) are refused past ``MAX_STRING_WORK`` character comparisons. The deadline starts before the Python pre-check, and a query that
   finished past its deadline counts as timed out;
 - rows are read one at a time with a byte budget (``max_result_bytes``) besides the row cap.
 
