@@ -13,8 +13,8 @@ Layers of defence (each alone should be enough for its threat):
   characters. What one VM step can do is bounded so the interrupt comes soon enough: values are at most
   ``max_value_bytes`` (1 MB), LIKE/GLOB patterns at most ``MAX_LIKE_PATTERN_BYTES``, ``printf``/``format``
   widths are refused past the value limit, and ``instr``, ``replace`` and two-argument ``trim``/``ltrim``/``rtrim``
-  (quadratic in their arguments) are refused past ``MAX_STRING_WORK`` character comparisons. The deadline starts before the Python pre-check, and a query that
-  finished past its deadline counts as timed out;
+  (quadratic in their arguments) are refused past ``MAX_STRING_WORK`` character comparisons. The deadline starts
+  before the Python pre-check, and a query that finished past its deadline counts as timed out;
 - rows are read one at a time with a byte budget (``max_result_bytes``) besides the row cap.
 
 A query stopped by the time limit or a work guard has ``timed_out`` set (never "ran"); one stopped by a memory
