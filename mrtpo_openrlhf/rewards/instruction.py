@@ -175,6 +175,14 @@ def score_instruction(query: str, prompt: str, label: Any) -> RewardVector:
 
 reward_func = make_reward_func(score_instruction, reward_names)
 
+#: One call that loads what the checkers load lazily (the NLTK punkt model, langdetect's profiles: about a second
+#: once); the reward server makes it before serving, so no rollout's call pays for it.
+WARM_UP_CALL = (["It rains today, so WE STAY IN."], [""], [{
+    "instruction_id_list": ["length_constraints:number_sentences", "language:response_language",
+                            "change_case:capital_word_frequency"],
+    "kwargs": [{"num_sentences": 1, "relation": "at least"}, {"language": "en"},
+               {"capital_frequency": 1, "capital_relation": "at least"}]}])
+
 
 # --- converter ------------------------------------------------------------------------------------------
 def _prompt_of(row: dict) -> str:

@@ -31,7 +31,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func
+from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func, warm_up
 
 logger = logging.getLogger(__name__)
 
@@ -289,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="connections served at once; more wait in the listen queue")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
+    warm_up(args.task)  # one-time model loads now, not inside the first rollout's call
     server = RewardServer((args.host, args.port), args.task, max_request_bytes=args.max_request_bytes,
                           read_timeout_s=args.read_timeout_s, max_handlers=args.max_handlers)
     host, port = server.server_address[:2]

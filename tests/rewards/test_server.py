@@ -162,3 +162,18 @@ def test_idle_keep_alive_connection_is_closed():
         srv.shutdown()
         srv.server_close()
         thread.join(timeout=5)
+
+
+def test_warm_up_call_scores_and_loads_the_instruction_models():
+    import time
+
+    from mrtpo_openrlhf.rewards import instruction
+    from mrtpo_openrlhf.rewards.registry import warm_up
+
+    out = instruction.reward_func(*instruction.WARM_UP_CALL)
+    assert out["extra_logs"]["mrtpo_reward_values"] == [1.0, 1.0, 1.0]  # a real call, every checker ran
+    warm_up("instruction")
+    warm_up("tool")  # tasks without a warm-up call are a no-op
+    start = time.perf_counter()
+    instruction.reward_func(*instruction.WARM_UP_CALL)
+    assert time.perf_counter() - start < 1.0
