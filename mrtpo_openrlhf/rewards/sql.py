@@ -104,6 +104,8 @@ MAX_ROWS_ENV = "MRTPO_SQL_MAX_ROWS"
 GOLD_TIMEOUT_S = 30.0
 COMPARE_TIMEOUT_S = 0.5  # the Spider column-permutation search; past it the match is lost with the reason
 GOLD_MAX_ROWS = 100_000
+# The gold query is trusted: wider memory bounds than a model query's (256 MiB heap growth, 64 MiB of result).
+GOLD_LIMITS = {"max_rows": GOLD_MAX_ROWS, "max_memory_bytes": 1 << 30, "max_result_bytes": 512 << 20}
 
 GOLD_CACHE = GoldResultCache(maxsize=4096)
 
@@ -250,7 +252,7 @@ def score_sql(
     comparison, order_matters = choose_comparison(parsed.gold, parsed.mode)
     strip_distinct = comparison == "spider" and not parsed.keep_distinct
     gold_sql = remove_distinct(parsed.gold) if strip_distinct else parsed.gold
-    gold, cache_hit = cache.execute(parsed.db_path, gold_sql, timeout_s=gold_timeout_s, max_rows=GOLD_MAX_ROWS)
+    gold, cache_hit = cache.execute(parsed.db_path, gold_sql, timeout_s=gold_timeout_s, **GOLD_LIMITS)
     if not gold.ok:
         logger.warning("gold query failed on %s: %s -- %s", parsed.db_path, gold.error, parsed.gold)
     # A result longer than the gold's can still set-match (duplicates), so never cap below the gold's length.
@@ -425,7 +427,7 @@ def check_rows(rows: list[dict], source: str = "<rows>") -> list[str]:
         parsed = parse_label(row["label"])
         comparison, _ = choose_comparison(parsed.gold, parsed.mode)
         gold_sql = remove_distinct(parsed.gold) if comparison == "spider" and not parsed.keep_distinct else parsed.gold
-        res = execute_sql(parsed.db_path, gold_sql, timeout_s=GOLD_TIMEOUT_S, max_rows=GOLD_MAX_ROWS)
+        res = execute_sql(parsed.db_path, gold_sql, timeout_s=GOLD_TIMEOUT_S, **GOLD_LIMITS)
         if not res.ok:
             problems.append(f"{source}: row {index + 1}: gold query failed: {res.error}")
     return problems
