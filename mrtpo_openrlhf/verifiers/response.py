@@ -18,16 +18,18 @@ END_OF_TURN_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|e
 
 
 def strip_end_markers(text: str) -> str:
-    """Remove end-of-turn special tokens at the end; they can be stacked (``<|im_end|>\\n<|endoftext|>``)."""
-    text = text.rstrip()
-    changed = True
-    while changed:
-        changed = False
-        for marker in END_OF_TURN_MARKERS:
-            if text.endswith(marker):
-                text = text[: -len(marker)].rstrip()
-                changed = True
-    return text
+    """Remove end-of-turn special tokens at the end; they can be stacked (``<|im_end|>\\n<|endoftext|>``).
+
+    Index arithmetic, no copies per marker: a response ending in 100k stacked markers costs one pass.
+    """
+    end = len(text)
+    while True:
+        while end > 0 and text[end - 1].isspace():
+            end -= 1
+        marker = next((m for m in END_OF_TURN_MARKERS if text.endswith(m, 0, end)), None)
+        if marker is None:
+            return text[:end]
+        end -= len(marker)
 
 
 def response_from_query(query: str, prompt: str) -> str:

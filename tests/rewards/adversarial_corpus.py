@@ -300,6 +300,7 @@ def tool_cases(size: int) -> list[Case]:
 # ----------------------------------------------------------------------------------------------------- all
 def oversize_cases(size: int = MB) -> list[Case]:
     f = floods(size)
+    f["stacked_end_markers"] = "x" + "<|im_end|>" * (size // 10)  # stripped before the bound applies
     one = {"instruction_id_list": ["detectable_format:number_bullet_lists"], "kwargs": [{"num_bullets": 3}]}
     return ([Case("oversize", f"sql/{k}", "sql", sql_response("SELECT 1") + v, "", SCHOOL) for k, v in f.items()]
             + [Case("oversize", f"instruction/{k}", "instruction", v, "", one) for k, v in f.items()]

@@ -86,8 +86,8 @@ def test_tool_and_oversize_cases_within_the_limit():
 
 def test_oversize_responses_lose_every_reward_with_the_reason():
     for case in corpus.oversize_cases():
-        if case.name.split("/")[1] in ("newlines", "spaces", "space_newline"):
-            continue  # surrounding whitespace is stripped before the bound applies: these are short responses
+        if case.name.split("/")[1] in ("newlines", "spaces", "space_newline", "stacked_end_markers"):
+            continue  # whitespace and end markers are stripped before the bound applies: these are short responses
         _, out = _score(case)
         assert out["rewards"].item() == 0.0, case.name
         assert all("longer than the" in r for r in out["extra_logs"]["mrtpo_reward_reasons"]), case.name
@@ -98,6 +98,15 @@ def test_correct_answer_padded_with_newlines_still_scores():
     case = next(c for c in corpus.instruction_cases(SIZE, per_checker=False) if c.name == "bullets_padded")
     took, out = _score(case)
     assert out["rewards"].item() == 1.0 and took < LIMIT_S
+
+
+def test_stacked_end_markers_strip_in_linear_time():
+    from mrtpo_openrlhf.verifiers.response import response_from_query
+
+    query = "prompt" + "answer" + "<|im_end|>\n" * 100_000  # 1.1 MB: 3.5 s with a copy per marker
+    start = time.process_time()
+    assert response_from_query(query, "prompt") == "answer"
+    assert time.process_time() - start < 0.5
 
 
 def test_unclosed_tool_call_tags_parse_in_linear_time():
