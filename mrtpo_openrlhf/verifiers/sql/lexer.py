@@ -67,8 +67,10 @@ def split_statements(sql: str) -> list[str]:
 
 def first_keyword(sql: str) -> str:
     """Upper-cased first word of the statement (``""`` when it starts with something else or is empty)."""
-    toks = _meaningful(tokenize(sql))
-    return toks[0].upper if toks and toks[0].kind == "word" else ""
+    for m in _TOKEN_RE.finditer(sql):  # stops at the first meaningful token
+        if m.lastgroup not in _TRIVIA:
+            return m.group().upper() if m.lastgroup == "word" else ""
+    return ""
 
 
 def has_top_level_order_by(sql: str) -> bool:
