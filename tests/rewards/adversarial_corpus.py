@@ -95,7 +95,7 @@ SQL_STRING_BOMBS = {
     "group_concat_big": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100000) "
                         "SELECT length(group_concat(hex(zeroblob(1000)))) FROM c",
     "printf_width": "SELECT printf('%999999999c', 'x')",
-    "char_many": "SELECT length(char(" + ",".join(["65"] * 20000) + "))",
+    "char_many": "SELECT length(char(" + ",".join(["65"] * 10000) + "))",
 }
 _ROWS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000) "
 _NEAR_LIMIT = "hex(zeroblob(499000 - x % 2))"  # 998,000 characters, recomputed per row (not a constant)
