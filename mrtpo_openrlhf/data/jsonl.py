@@ -1,7 +1,9 @@
-"""JSONL reading and writing with errors that name the file and line."""
+"""JSONL reading and writing with errors that name the file and line; writes replace the output atomically."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, Iterable
 
@@ -18,14 +20,20 @@ def iter_jsonl(path: str | Path, validate: Callable[[dict], None] | None = None)
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"{path}:{lineno}: invalid UTF-8 at byte {exc.start} of the line") from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            except RecursionError:
+                raise DatasetError(f"{path}:{lineno}: JSON nested too deeply") from None
             if not isinstance(row, dict):
                 raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
             if validate is not None:
@@ -41,14 +49,37 @@ def read_jsonl(path: str | Path, validate: Callable[[dict], None] | None = None)
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
+    """Write one JSON object per line; returns the row count.
+
+    The rows go to a temporary file in the same folder, renamed over ``path`` only once every row is written:
+    if ``rows`` raises midway (a bad input row), the previous ``path`` is left exactly as it was.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     n = 0
-    with path.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            n += 1
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
     return n
+
+
+def refuse_same_file(input_path: str | Path, out_path: str | Path) -> None:
+    """Raise DatasetError when ``out_path`` is ``input_path`` (same file through any link or spelling)."""
+    src, dst = Path(input_path), Path(out_path)
+    same = src.resolve() == dst.resolve()
+    if not same and src.exists() and dst.exists():
+        same = os.path.samefile(src, dst)
+    if same:
+        raise DatasetError(f"--out {out_path} is the input file {input_path}; choose another output path")
 
 
 def require_fields(row: dict, fields: dict[str, type | tuple[type, ...]]) -> None:

@@ -135,6 +135,36 @@ def safe_reward_call(
         return RewardVector([RewardItem(n, 0.0, "", reason) for n in names], logs={k: 0.0 for k in log_keys})
 
 
+def check_batch_arguments(queries: Any, prompts: Any, labels: Any) -> tuple[list, list, list]:
+    """Validate ``reward_func``'s arguments for the whole call: three lists (or tuples) of one length.
+
+    Raises TypeError/ValueError naming the problem, so a call either gets one result per query or a clear
+    error; lists are never silently cut to the shortest. Elements are not checked here: a non-string query
+    or prompt scores as an empty response, a bad label as a reason on that response.
+    """
+    args = {"queries": queries, "prompts": prompts, "labels": labels}
+    for name, value in args.items():
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"reward_func: {name} must be a list (one entry per response), got {type(value).__name__}")
+    lengths = {name: len(value) for name, value in args.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError("reward_func: queries, prompts and labels must have one entry per response; got lengths "
+                         + ", ".join(f"{k}={v}" for k, v in lengths.items()))
+    return list(queries), list(prompts), list(labels)
+
+
+def merge_extra_logs(per: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-response extra_logs -> one dict of per-response lists over the union of keys.
+
+    A response that lacks a numeric log another response has (its verifier failed) gets 0.0 there, so a batch
+    mixing valid and malformed labels still answers instead of raising ``KeyError``.
+    """
+    keys: list[str] = []
+    for logs in per:
+        keys.extend(k for k in logs if k not in keys)
+    return {key: [logs.get(key, 0.0) for logs in per] for key in keys}
+
+
 def make_reward_func(
     score_one: Callable[[str, str, Any], RewardVector],
     fallback_names: Callable[[Any], Sequence[str]],
@@ -143,6 +173,7 @@ def make_reward_func(
 
     OpenRLHF passes one-element lists; longer lists are scored too, but then only the batch's
     totals and scores are tensors of length B and the MRTPO keys hold lists of per-response lists.
+    Arguments that are not three equal-length lists raise (``check_batch_arguments``).
     """
 
     seen_log_keys: dict[str, None] = {}  # numeric log keys of this task's successful calls, in order
@@ -153,19 +184,16 @@ def make_reward_func(
         return vec
 
     def reward_func(queries, prompts, labels, **_: Any) -> dict[str, Any]:
+        queries, prompts, labels = check_batch_arguments(queries, prompts, labels)
         vecs = [score(q, p, l) for q, p, l in zip(queries, prompts, labels)]
         if len(vecs) == 1:
             return to_openrlhf(vecs[0])
         import torch
 
-        out_logs: dict[str, Any] = {}
-        per = [v.to_extra_logs() for v in vecs]
-        for key in per[0] if per else []:
-            out_logs[key] = [p[key] for p in per]
         return {
             "rewards": torch.tensor([v.total for v in vecs], dtype=torch.float32),
             "scores": torch.tensor([v.primary_value() for v in vecs], dtype=torch.float32),
-            "extra_logs": out_logs,
+            "extra_logs": merge_extra_logs([v.to_extra_logs() for v in vecs]),
         }
 
     return reward_func

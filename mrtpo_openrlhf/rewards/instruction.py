@@ -37,9 +37,9 @@ import re
 import sys
 from typing import Any, Sequence
 
-from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, write_jsonl
+from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
-from mrtpo_openrlhf.verifiers.response import response_from_query
+from mrtpo_openrlhf.verifiers.response import oversize_reason, response_from_query
 from mrtpo_openrlhf.verifiers.instructions import (Checker, MulDimIFConstraint, UnsupportedInstruction,
                                                    build_checker, check_strict)
 
@@ -157,6 +157,10 @@ def score_instruction(query: str, prompt: str, label: Any) -> RewardVector:
     names = _unique_names(ids + [MulDimIFConstraint(*t).instruction_id for t in triples])
     items: list[RewardItem] = []
     specs: list[tuple[str, Any]] = [(i, k) for i, k in zip(ids, kwargs)] + [("muldimif", t) for t in triples]
+    too_long = oversize_reason(response, "instruction")
+    if too_long:
+        items = [RewardItem(name, 0.0, "", too_long) for name in names]
+        return RewardVector(items, primary=None, logs={FRAC_LOG: 0.0})
     for name, (kind, arg) in zip(names, specs):
         try:
             checker = MulDimIFConstraint(*arg) if kind == "muldimif" else build_checker(kind, arg)
@@ -170,6 +174,14 @@ def score_instruction(query: str, prompt: str, label: Any) -> RewardVector:
 
 
 reward_func = make_reward_func(score_instruction, reward_names)
+
+#: One call that loads what the checkers load lazily (the NLTK punkt model, langdetect's profiles: about a second
+#: once); the reward server makes it before serving, so no rollout's call pays for it.
+WARM_UP_CALL = (["It rains today, so WE STAY IN."], [""], [{
+    "instruction_id_list": ["length_constraints:number_sentences", "language:response_language",
+                            "change_case:capital_word_frequency"],
+    "kwargs": [{"num_sentences": 1, "relation": "at least"}, {"language": "en"},
+               {"capital_frequency": 1, "capital_relation": "at least"}]}])
 
 
 # --- converter ------------------------------------------------------------------------------------------
@@ -209,9 +221,14 @@ def convert_row(row: dict, fmt: str) -> dict:
 
 
 def convert_file(path: str, fmt: str, out: str) -> int:
-    """Convert a whole JSONL file; DatasetError names ``path:line`` of the first bad row."""
+    """Convert a whole JSONL file; DatasetError names ``path:line`` of the first bad row.
+
+    ``out`` is replaced only when every row converted (an earlier output survives a failed run); ``out`` equal
+    to ``path`` is refused.
+    """
     if fmt not in ("hir16k", "ifeval", "muldimif"):
         raise ValueError(f"unknown format {fmt!r}")
+    refuse_same_file(path, out)
     # validating inside iter_jsonl makes the error name the file and its real line number
     rows = [convert_row(row, fmt) for row in iter_jsonl(path, validate=lambda row: convert_row(row, fmt))]
     return write_jsonl(out, rows)
@@ -227,7 +244,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         n = convert_file(args.input, args.format, args.out)
-    except DatasetError as exc:
+    except (DatasetError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {n} rows to {args.out}")

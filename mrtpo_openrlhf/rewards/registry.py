@@ -25,3 +25,11 @@ def get_reward_func(task: str) -> Callable[..., dict[str, Any]]:
     if not callable(func):
         raise AttributeError(f"{TASKS[task]} has no callable reward_func")
     return func
+
+
+def warm_up(task: str) -> None:
+    """Make the task's ``WARM_UP_CALL`` (if it has one), so one-time loads happen before the first real call."""
+    module = get_reward_module(task)
+    call = getattr(module, "WARM_UP_CALL", None)
+    if call is not None:
+        module.reward_func(*call)

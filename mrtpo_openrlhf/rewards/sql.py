@@ -39,7 +39,9 @@ the ``MRTPO_SQL_DB_ROOT`` environment variable and the bundled fixtures (``mrtpo
 
 Sandbox limits for the model's query default to 1 s and 10,000 rows; the environment variables
 ``MRTPO_SQL_TIMEOUT_S`` and ``MRTPO_SQL_MAX_ROWS`` change them for a training run. Gold queries get 30 s (the BIRD
-official timeout) and 100,000 rows, and their results are cached.
+official timeout) and 100,000 rows, and their results are cached. The Spider comparison gets ``COMPARE_TIMEOUT_S``
+(0.5 s); one that does not finish loses the execution reward with that reason. A response longer than
+``MRTPO_MAX_RESPONSE_CHARS`` scores 0 on all three rewards (see ``verifiers/response.py``).
 
 Command line::
 
@@ -57,12 +59,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, require_fields, write_jsonl
+from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, refuse_same_file, require_fields, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.verifiers.response import oversize_reason
 from mrtpo_openrlhf.verifiers.sql import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
     SQL_FORMAT_BLOCK,
+    ComparisonTimeout,
     GoldResultCache,
     SqlResult,
     check_format,
@@ -98,7 +102,10 @@ DB_ROOT_ENV = "MRTPO_SQL_DB_ROOT"
 TIMEOUT_ENV = "MRTPO_SQL_TIMEOUT_S"
 MAX_ROWS_ENV = "MRTPO_SQL_MAX_ROWS"
 GOLD_TIMEOUT_S = 30.0
+COMPARE_TIMEOUT_S = 0.5  # the Spider column-permutation search; past it the match is lost with the reason
 GOLD_MAX_ROWS = 100_000
+# The gold query is trusted: wider memory bounds than a model query's (256 MiB heap growth, 64 MiB of result).
+GOLD_LIMITS = {"max_rows": GOLD_MAX_ROWS, "max_memory_bytes": 1 << 30, "max_result_bytes": 512 << 20}
 
 GOLD_CACHE = GoldResultCache(maxsize=4096)
 
@@ -210,6 +217,16 @@ def score_sql(
     cache = GOLD_CACHE if cache is None else cache
 
     response = response_from_query(query, prompt)
+    too_long = oversize_reason(response, "sql")
+    if too_long:
+        try:
+            gold_block = parse_label(label).gold
+        except ValueError:
+            gold_block = ""
+        return RewardVector([RewardItem("format", 0.0, SQL_FORMAT_BLOCK, too_long),
+                             RewardItem("executable", 0.0, "", too_long),
+                             RewardItem("execution", 0.0, gold_block, too_long)],
+                            primary=PRIMARY_REWARD, logs=_logs())
     fmt = check_format(response)
     format_item = RewardItem("format", float(fmt.ok), SQL_FORMAT_BLOCK, fmt.reason)
     sql = extract_sql(response)
@@ -235,7 +252,7 @@ def score_sql(
     comparison, order_matters = choose_comparison(parsed.gold, parsed.mode)
     strip_distinct = comparison == "spider" and not parsed.keep_distinct
     gold_sql = remove_distinct(parsed.gold) if strip_distinct else parsed.gold
-    gold, cache_hit = cache.execute(parsed.db_path, gold_sql, timeout_s=gold_timeout_s, max_rows=GOLD_MAX_ROWS)
+    gold, cache_hit = cache.execute(parsed.db_path, gold_sql, timeout_s=gold_timeout_s, **GOLD_LIMITS)
     if not gold.ok:
         logger.warning("gold query failed on %s: %s -- %s", parsed.db_path, gold.error, parsed.gold)
     # A result longer than the gold's can still set-match (duplicates), so never cap below the gold's length.
@@ -261,10 +278,17 @@ def score_sql(
             compared = execute_sql(parsed.db_path, remove_distinct(sql), timeout_s=limits["timeout_s"], max_rows=pred_cap)
         if not compared.ok:
             why = f"query without DISTINCT failed: {compared.error}"
-        elif compare_results(comparison, compared.rows, gold.rows, order_matters=order_matters):
-            match = True
         else:
-            why = f"result differs from the reference ({comparison} comparison{', ordered' if order_matters and comparison == 'spider' else ''})"
+            try:
+                match = compare_results(comparison, compared.rows, gold.rows, order_matters=order_matters,
+                                        timeout_s=COMPARE_TIMEOUT_S)
+            except ComparisonTimeout:
+                why = f"result comparison did not finish within {COMPARE_TIMEOUT_S:g} s"
+                logger.warning("%s (%d rows, %d columns)", why, len(gold.rows), len(gold.rows[0]) if gold.rows else 0)
+            else:
+                if not match:
+                    ordered = ", ordered" if order_matters and comparison == "spider" else ""
+                    why = f"result differs from the reference ({comparison} comparison{ordered})"
     exec_match_item = RewardItem("execution", float(match), gold_item_block, why)
 
     logs = _logs(
@@ -377,8 +401,16 @@ def load_json_list(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: no such file")
+    raw = path.read_bytes()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DatasetError(f"{path}:{line}: invalid UTF-8 (byte {exc.start} of the file)") from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise DatasetError(f"{path}: JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     if not isinstance(data, list):
@@ -395,7 +427,7 @@ def check_rows(rows: list[dict], source: str = "<rows>") -> list[str]:
         parsed = parse_label(row["label"])
         comparison, _ = choose_comparison(parsed.gold, parsed.mode)
         gold_sql = remove_distinct(parsed.gold) if comparison == "spider" and not parsed.keep_distinct else parsed.gold
-        res = execute_sql(parsed.db_path, gold_sql, timeout_s=GOLD_TIMEOUT_S, max_rows=GOLD_MAX_ROWS)
+        res = execute_sql(parsed.db_path, gold_sql, timeout_s=GOLD_TIMEOUT_S, **GOLD_LIMITS)
         if not res.ok:
             problems.append(f"{source}: row {index + 1}: gold query failed: {res.error}")
     return problems
@@ -419,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "convert":
+            refuse_same_file(args.input, args.out)
             examples = load_json_list(args.input)
             if args.limit > 0:
                 examples = examples[: args.limit]
@@ -437,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
             problems = check_rows(rows, args.input)
             print("\n".join(problems) if problems else f"{len(rows)} rows OK")
             return 1 if problems else 0
-    except DatasetError as exc:
+    except (DatasetError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, write_jsonl
+from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
-from mrtpo_openrlhf.verifiers.response import response_from_query
+from mrtpo_openrlhf.verifiers.response import oversize_reason, response_from_query
 from mrtpo_openrlhf.verifiers.tool import (
     AST_CATEGORIES,
     TOOL_FORMAT_BLOCK,
@@ -81,6 +81,11 @@ def reference_block(label: dict) -> str:
 def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
     """Score one rollout: [format, correctness], both 0/1. Never raises on a bad response or label."""
     response = extract_response(query, prompt)
+    too_long = oversize_reason(response, "tool")
+    if too_long:
+        return RewardVector([RewardItem("format", 0.0, TOOL_FORMAT_BLOCK, too_long),
+                             RewardItem("correctness", 0.0, "", too_long)],
+                            primary=PRIMARY_REWARD, logs={"tool_parseable": 0.0})
     fmt_ok, fmt_why = check_format(response)
     parsed = parse_tool_calls(response)
     try:
@@ -150,13 +155,18 @@ def _rows_from_file(path: Path, default_category: str | None) -> Iterable[dict]:
 
 
 def convert(source: str, out: str | Path, limit: int | None = None, category: str | None = None) -> int:
-    """Write training rows from a BFCL category name or a BFCL-style JSONL file; returns the row count."""
+    """Write training rows from a BFCL category name or a BFCL-style JSONL file; returns the row count.
+
+    ``out`` is replaced only once every row is written (a failed run leaves an earlier output intact); ``out``
+    equal to the input file is refused.
+    """
     if source in AST_CATEGORIES:
         rows = _rows_from_bfcl(source)
     else:
         path = Path(source)
         if not path.is_file():
             raise DatasetError(f"{source}: neither a file nor a BFCL category ({', '.join(AST_CATEGORIES)})")
+        refuse_same_file(path, out)
         rows = _rows_from_file(path, category)
 
     def limited() -> Iterable[dict]:
@@ -179,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         n = convert(args.input, args.out, args.limit, args.category)
-    except (DatasetError, FileNotFoundError, ValueError) as exc:
+    except (DatasetError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {n} rows to {args.out}")

@@ -94,3 +94,86 @@ def test_registry_is_lazy_and_rejects_unknown_tasks():
     assert set(TASKS) == {"sql", "instruction", "tool"}
     with pytest.raises(ValueError, match="unknown task"):
         get_reward_func("chess")
+
+
+def test_deeply_nested_json_is_400_and_server_survives():
+    # 200 KB of nesting made json.loads raise RecursionError, which ended the connection unanswered
+    srv, thread = start_in_thread("tool", port=0, max_request_bytes=1 << 20)
+    nested_label = "[" * 500 + "0" + "]" * 500
+    try:
+        for body in (b"[" * 200_000, ('{"query": ["x"], "prompts": [""], "labels": [%s]}' % nested_label).encode()):
+            status, out = request(srv, "POST", "/get_reward", body)
+            assert status == 400 and "nested deeper" in out["error"]
+        assert request(srv, "GET", "/health")[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
+
+
+def test_stalled_clients_do_not_starve_others():
+    """Silent and trickling clients on 127.0.0.1 are cut after the read timeout; a real client still gets its
+    answer while they hold every handler slot, and the handler count never exceeds the bound."""
+    import socket
+    import time
+
+    srv, thread = start_in_thread("tool", port=0, read_timeout_s=0.5, max_handlers=2)
+    host, port = srv.server_address[:2]
+    stalled = []
+    try:
+        for i in range(6):
+            sock = socket.create_connection((host, port), timeout=5)
+            if i % 2:  # trickle: half a request line, then silence
+                sock.sendall(b"POST /get_reward HTTP/1.1\r\nContent-Le")
+            stalled.append(sock)
+        start = time.monotonic()
+        status, out = post_json(srv, {"query": [PROMPT + GOOD], "prompts": [PROMPT], "labels": [LABEL]})
+        waited = time.monotonic() - start
+        assert status == 200 and out["rewards"] == [2.0]
+        assert waited < 4.0  # 6 stalled clients, 2 slots, 0.5 s each: a few timeouts at most
+        assert srv.peak_handlers == 2
+        for sock in stalled:  # the server closed every stalled connection: EOF, a reset, or 503 (no slot in time)
+            try:
+                data = sock.recv(4096)
+                assert data == b"" or data.startswith(b"HTTP/1.1 503 ")
+            except ConnectionResetError:
+                pass
+    finally:
+        for sock in stalled:
+            sock.close()
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
+
+
+def test_idle_keep_alive_connection_is_closed():
+    import time
+
+    srv, thread = start_in_thread("tool", port=0, read_timeout_s=0.3)
+    try:
+        host, port = srv.server_address[:2]
+        conn = http.client.HTTPConnection(host, port, timeout=5)
+        conn.request("GET", "/health")
+        assert conn.getresponse().read()
+        time.sleep(0.8)  # idle past the timeout: the server has closed the connection
+        assert conn.sock.recv(1) == b""
+        conn.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
+
+
+def test_warm_up_call_scores_and_loads_the_instruction_models():
+    import time
+
+    from mrtpo_openrlhf.rewards import instruction
+    from mrtpo_openrlhf.rewards.registry import warm_up
+
+    out = instruction.reward_func(*instruction.WARM_UP_CALL)
+    assert out["extra_logs"]["mrtpo_reward_values"] == [1.0, 1.0, 1.0]  # a real call, every checker ran
+    warm_up("instruction")
+    warm_up("tool")  # tasks without a warm-up call are a no-op
+    start = time.perf_counter()
+    instruction.reward_func(*instruction.WARM_UP_CALL)
+    assert time.perf_counter() - start < 1.0

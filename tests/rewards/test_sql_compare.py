@@ -59,3 +59,60 @@ def test_compare_results_by_name():
     assert not compare_results("spider", [(1,), (1,)], [(1,)])
     with pytest.raises(ValueError, match="unknown comparison"):
         compare_results("exact", [], [])
+
+
+def _naive_spider_eq(pred, gold, order_matters):
+    """The documented rule by brute force: some column permutation makes the rows equal (as bags, or in order)."""
+    from collections import Counter
+    from itertools import permutations
+
+    if not pred and not gold:
+        return True
+    if len(pred) != len(gold) or len(pred[0]) != len(gold[0]):
+        return False
+    for perm in permutations(range(len(gold[0]))):
+        permuted = [tuple(row[j] for j in perm) for row in pred]
+        if (permuted == gold) if order_matters else (Counter(permuted) == Counter(gold)):
+            return True
+    return False
+
+
+def test_spider_comparison_matches_brute_force_on_random_results():
+    import random
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        cols, rows = rng.randint(1, 4), rng.randint(0, 4)
+        gold = [tuple(rng.choice([0, 1, 1.0, "a", None]) for _ in range(cols)) for _ in range(rows)]
+        perm = rng.sample(range(cols), cols)
+        pred = [tuple(r[j] for j in perm) for r in gold]
+        if rng.random() < 0.5:
+            rng.shuffle(pred)
+        if pred and rng.random() < 0.4:  # break one cell sometimes
+            i, j = rng.randrange(len(pred)), rng.randrange(cols)
+            pred[i] = pred[i][:j] + (rng.choice([0, 2, "b", None]),) + pred[i][j + 1:]
+        for order_matters in (False, True):
+            assert spider_result_eq(pred, gold, order_matters) == _naive_spider_eq(pred, gold, order_matters)
+
+
+def _shared_value_rows(rows=1000, cols=8):
+    # every column holds 0..rows-1 once, rows hold the same bags, no permutation fits: the 62 s case of issue 15
+    gold = [tuple((r + i) % rows for i in range(cols)) for r in range(rows)]
+    pred = [tuple(reversed(row)) if r < 2 else row for r, row in enumerate(gold)]
+    return pred, gold
+
+
+def test_spider_comparison_is_bounded_in_time():
+    import time
+
+    from mrtpo_openrlhf.verifiers.sql import ComparisonTimeout
+
+    pred, gold = _shared_value_rows()
+    start = time.perf_counter()
+    assert not compare_results("spider", pred, gold, order_matters=True, timeout_s=0.5)  # column-wise: fast, exact
+    assert time.perf_counter() - start < 0.5
+    start = time.perf_counter()
+    with pytest.raises(ComparisonTimeout):
+        compare_results("spider", pred, gold, order_matters=False, timeout_s=0.3)
+    assert time.perf_counter() - start < 1.0
+    assert compare_results("spider", gold[::-1], gold, order_matters=False, timeout_s=0.3)

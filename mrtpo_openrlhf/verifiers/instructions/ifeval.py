@@ -43,6 +43,47 @@ def _as_int(instruction_id: str, name: str, value) -> int:
 
 
 # --- keywords -----------------------------------------------------------------------------------
+# --- linear forms of official patterns -------------------------------------------------------------------
+# The official ``^\s*X`` (MULTILINE) lets \s* run across blank lines, so every line start of a newline run
+# rescans the rest of the run (quadratic). ``^[^\S\n]*X`` finds the same matches: the official match from an
+# earlier line start covers only whitespace lines before the line where X sits, and ends at the same place.
+_STAR_BULLET_RE = re.compile(r"^[^\S\n]*\*[^\*].*$", flags=re.MULTILINE)
+_DASH_BULLET_RE = re.compile(r"^[^\S\n]*-.*$", flags=re.MULTILINE)
+
+
+def count_placeholders(text: str) -> int:
+    """``len(re.findall(r"\\[.*?\\]", text))`` in linear time: each match is a ``[`` and the first ``]`` after it on
+    the same line; a ``[`` with no ``]`` before the end of its line starts no match."""
+    count, pos = 0, 0
+    while True:
+        start = text.find("[", pos)
+        if start < 0:
+            return count
+        close = text.find("]", start + 1)
+        newline = text.find("\n", start + 1)
+        if close < 0:
+            return count
+        if 0 <= newline < close:  # no match starts on this line from here on
+            pos = newline + 1
+            continue
+        count += 1
+        pos = close + 1
+
+
+def find_titles(text: str) -> list[str]:
+    """``re.findall(r"<<[^\\n]+>>", text)`` in linear time: per line, from the first ``<<`` to the last ``>>``
+    that leaves at least one character between them (then nothing further can match on that line)."""
+    titles = []
+    for line in text.split("\n"):
+        start = line.find("<<")
+        if start < 0:
+            continue
+        end = line.rfind(">>", start + 3)
+        if end >= 0:
+            titles.append(line[start:end + 2])
+    return titles
+
+
 @register("keywords:existence")
 class KeywordsExistence(Checker):
     def __init__(self, *, keywords: Sequence[str]):
@@ -207,7 +248,7 @@ class NumberPlaceholders(Checker):
                 "square brackets, such as [address].")
 
     def check(self, response: str) -> bool:
-        return len(re.findall(r"\[.*?\]", response)) >= self.num_placeholders
+        return count_placeholders(response) >= self.num_placeholders
 
 
 @register("detectable_content:postscript")
@@ -219,13 +260,15 @@ class Postscript(Checker):
         return f"At the end of your response, please explicitly add a postscript starting with {self.marker}"
 
     def check(self, response: str) -> bool:
+        # The official patterns start with \s* and end with .*$; both can match empty, so dropping them gives the
+        # same yes/no answer without the official form's quadratic restarts inside whitespace runs.
         if self.marker == "P.P.S":
-            pattern = r"\s*p\.\s?p\.\s?s.*$"
+            pattern = r"p\.\s?p\.\s?s"
         elif self.marker == "P.S.":
-            pattern = r"\s*p\.\s?s\..*$"
+            pattern = r"p\.\s?s\."
         else:  # official quirk kept: other markers are used as regular expressions
-            pattern = r"\s*" + self.marker.lower() + r".*$"
-        return bool(re.findall(pattern, response.lower(), flags=re.MULTILINE))
+            pattern = self.marker.lower()
+        return re.search(pattern, response.lower(), flags=re.MULTILINE) is not None
 
 
 # --- detectable format -----------------------------------------------------------------------------
@@ -239,8 +282,8 @@ class NumberBulletLists(Checker):
                 "Use the markdown bullet points such as:\n* This is point 1. \n* This is point 2")
 
     def check(self, response: str) -> bool:
-        stars = re.findall(r"^\s*\*[^\*].*$", response, flags=re.MULTILINE)
-        dashes = re.findall(r"^\s*-.*$", response, flags=re.MULTILINE)
+        stars = _STAR_BULLET_RE.findall(response)
+        dashes = _DASH_BULLET_RE.findall(response)
         return len(stars) + len(dashes) == self.num_bullets
 
 
@@ -305,7 +348,7 @@ class JsonFormat(Checker):
         text = text.removesuffix("```").strip()
         try:
             json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than the parser goes: not JSON
             return False
         return True
 
@@ -319,7 +362,7 @@ class Title(Checker):
         return "Your answer must contain a title, wrapped in double angular brackets, such as <<poem of joy>>."
 
     def check(self, response: str) -> bool:
-        return any(t.lstrip("<").rstrip(">").strip() for t in re.findall(r"<<[^\n]+>>", response))
+        return any(t.lstrip("<").rstrip(">").strip() for t in find_titles(response))
 
 
 # --- combination ------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ Length (any category; the unit decides):
 Format:
     mentions JSON  -> the response (code fences allowed) parses as JSON
     mentions XML   -> parses as XML with one root element (code fences allowed)
-    mentions table -> contains a markdown table (a header row and a |---| separator row)
+    mentions table -> contains a markdown table: a line with "|", then (blank lines allowed) a separator line
+                      of two or more --- cells, e.g. "|---|:---:|" (one line; checked line by line)
     mentions YAML/CSV are not parsed (unsupported)
     "heading(s)"/"title" with "#" or markdown -> at least one markdown heading line ("# ...")
 Language (category Language or a rule that names one):
@@ -53,7 +54,11 @@ _LANGS = {
     "korean": "ko", "russian": "ru", "portuguese": "pt", "italian": "it", "arabic": "ar", "hindi": "hi",
 }
 _QUOTED = re.compile(r"\"([^\"]+)\"|\u201c([^\u201d]+)\u201d|'([^']+)'")
-_FENCE = re.compile(r"^\s*```[A-Za-z]*\s*\n?(.*?)\n?```\s*$", re.S)
+# Response patterns are written to run in linear time: a line-start anchor is ``^[^\S\n]*`` (spaces on that line),
+# never ``^\s*``, which rescans every following blank line from each line start.
+_BULLET_RE = re.compile(r"^[^\S\n]*(?:[-*+]|\d+[.)])\s+\S", flags=re.M)
+_HEADING_RE = re.compile(r"^[^\S\n]*#{1,6}\s+\S", flags=re.M)
+_TABLE_SEPARATOR_RE = re.compile(r"\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+\|?")
 
 
 def _num(tok: str) -> int:
@@ -61,8 +66,22 @@ def _num(tok: str) -> int:
 
 
 def _unfence(text: str) -> str:
-    m = _FENCE.match(text)
-    return m.group(1) if m else text.strip()
+    """The body of a response that is one fenced block (```lang, body, ``` then only whitespace), else the
+    stripped response. The body starts after the fence, its language tag and the whitespace after them; it ends
+    before the last fence, less one newline."""
+    start = len(text) - len(text.lstrip())
+    if not text.startswith("```", start):
+        return text.strip()
+    i = start + 3
+    while i < len(text) and text[i].isascii() and text[i].isalpha():
+        i += 1
+    while i < len(text) and text[i].isspace():
+        i += 1
+    close = text.rfind("```")
+    if close < i or text[close + 3:].strip():
+        return text.strip()
+    body = text[i:close]
+    return body[:-1] if body.endswith("\n") else body
 
 
 def _count(unit: str, text: str) -> int:
@@ -76,7 +95,7 @@ def _count(unit: str, text: str) -> int:
         return sum(1 for ln in text.split("\n") if ln.strip())
     if unit == "characters":
         return len(text)
-    return len(re.findall(r"^\s*(?:[-*+]|\d+[.)])\s+\S", text, flags=re.M))
+    return len(_BULLET_RE.findall(text))
 
 
 def _length_rule(rule: str) -> Callable[[str], bool] | None:
@@ -107,7 +126,7 @@ def _length_rule(rule: str) -> Callable[[str], bool] | None:
 def _is_json(r: str) -> bool:
     try:
         json.loads(_unfence(r))
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting deeper than the parser goes is not JSON here
         return False
     return True
 
@@ -121,7 +140,15 @@ def _is_xml(r: str) -> bool:
 
 
 def _has_table(r: str) -> bool:
-    return re.search(r"^\s*\|?.*\|.*\n\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$", r, flags=re.M) is not None
+    """A line holding ``|`` followed, after blank lines if any, by a separator line of two or more ``---`` cells."""
+    lines = r.split("\n")
+    following = ""  # the next non-blank line below the current one
+    for line in reversed(lines):
+        if "|" in line and _TABLE_SEPARATOR_RE.fullmatch(following.strip()):
+            return True
+        if line.strip():
+            following = line
+    return False
 
 
 def _format_rule(rule: str) -> Callable[[str], bool] | None:
@@ -133,7 +160,7 @@ def _format_rule(rule: str) -> Callable[[str], bool] | None:
     if "table" in low:
         return _has_table
     if re.search(r"heading|headline|title", low) and ("#" in low or "markdown" in low):
-        return lambda r: re.search(r"^\s*#{1,6}\s+\S", r, flags=re.M) is not None
+        return lambda r: _HEADING_RE.search(r) is not None
     return None
 
 

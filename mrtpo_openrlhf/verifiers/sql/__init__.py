@@ -3,7 +3,7 @@
 Plain modules with no OpenRLHF import; the reward function lives in ``mrtpo_openrlhf.rewards.sql``.
 """
 from .cache import GoldResultCache
-from .compare import COMPARISONS, bird_set_match, compare_results, spider_result_eq
+from .compare import COMPARISONS, ComparisonTimeout, bird_set_match, compare_results, spider_result_eq
 from .extract import SQL_FORMAT_BLOCK, FormatCheck, check_format, extract_sql, response_from_query
 from .lexer import has_top_level_order_by, remove_distinct, split_statements
 from .sandbox import (
@@ -17,6 +17,7 @@ from .sandbox import (
 
 __all__ = [
     "COMPARISONS",
+    "ComparisonTimeout",
     "DEFAULT_MAX_ROWS",
     "DEFAULT_TIMEOUT_S",
     "FormatCheck",

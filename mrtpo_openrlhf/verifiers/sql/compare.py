@@ -13,11 +13,21 @@ keeps exactly the permutations that can succeed and makes the result determinist
 """
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Callable, Iterator, Sequence
 
 Row = tuple
 MAX_PERMUTATIONS_TRIED = 100_000  # a guard for pathological wide results; past it the match fails
+
+
+class ComparisonTimeout(RuntimeError):
+    """The comparison did not finish before its deadline: the answer is unknown, not "different"."""
+
+
+def _check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise ComparisonTimeout("result comparison exceeded its time limit")
 
 
 def bird_set_match(pred_rows: Sequence[Row], gold_rows: Sequence[Row]) -> bool:
@@ -30,16 +40,23 @@ def _unordered_row(row: Row) -> frozenset:
     return frozenset(Counter(row).items())
 
 
-def _column_permutations(gold: Sequence[Row], pred: Sequence[Row]) -> Iterator[tuple[int, ...]]:
+def _column_permutations(gold: Sequence[Row], pred: Sequence[Row], order_matters: bool = False
+                         ) -> Iterator[tuple[int, ...]]:
     """Yield ``perm`` with ``perm[i]`` = the pred column placed at gold position i.
 
     A pred column j is a candidate for gold column i only if every value of j occurs in gold column i (necessary
-    for equality). Identical pred columns are interchangeable, so only one order of each group is tried.
+    for equality); when row order matters, only if column j equals gold column i value by value (then every
+    permutation yielded is a match). Identical pred columns are interchangeable, so only one order of each group
+    is tried.
     """
     n = len(gold[0])
-    gold_values = [{row[i] for row in gold} for i in range(n)]
     pred_columns = [tuple(row[j] for row in pred) for j in range(n)]
-    candidates = [[j for j in range(n) if set(pred_columns[j]) <= gold_values[i]] for i in range(n)]
+    if order_matters:
+        gold_columns = [tuple(row[i] for row in gold) for i in range(n)]
+        candidates = [[j for j in range(n) if pred_columns[j] == gold_columns[i]] for i in range(n)]
+    else:
+        gold_values = [{row[i] for row in gold} for i in range(n)]
+        candidates = [[j for j in range(n) if set(pred_columns[j]) <= gold_values[i]] for i in range(n)]
     first_twin = {}  # pred column -> previous identical pred column (must be used earlier)
     seen: dict[tuple, int] = {}
     for j, col in enumerate(pred_columns):
@@ -66,12 +83,14 @@ def _column_permutations(gold: Sequence[Row], pred: Sequence[Row]) -> Iterator[t
     return extend(0)
 
 
-def spider_result_eq(pred_rows: Sequence[Row], gold_rows: Sequence[Row], order_matters: bool) -> bool:
+def spider_result_eq(pred_rows: Sequence[Row], gold_rows: Sequence[Row], order_matters: bool,
+                     deadline: float | None = None) -> bool:
     """Spider test-suite denotation equality for one database.
 
     Args:
         pred_rows, gold_rows: lists of row tuples.
         order_matters: compare row order too (the official rule: the gold query has ORDER BY).
+        deadline: ``time.monotonic()`` value past which ComparisonTimeout is raised (checked between permutations).
     """
     pred = [tuple(r) for r in pred_rows]
     gold = [tuple(r) for r in gold_rows]
@@ -88,9 +107,11 @@ def spider_result_eq(pred_rows: Sequence[Row], gold_rows: Sequence[Row], order_m
     elif Counter(pred_unordered) != Counter(gold_unordered):
         return False
     gold_bag = None if order_matters else Counter(gold)
-    for tried, perm in enumerate(_column_permutations(gold, pred)):
+    _check_deadline(deadline)
+    for tried, perm in enumerate(_column_permutations(gold, pred, order_matters)):
         if tried >= MAX_PERMUTATIONS_TRIED:
             return False
+        _check_deadline(deadline)
         permuted = [tuple(row[j] for j in perm) for row in pred]
         if order_matters:
             if permuted == gold:
@@ -101,15 +122,21 @@ def spider_result_eq(pred_rows: Sequence[Row], gold_rows: Sequence[Row], order_m
 
 
 COMPARISONS: dict[str, Callable[..., bool]] = {
-    "bird": lambda pred, gold, order_matters=False: bird_set_match(pred, gold),
+    "bird": lambda pred, gold, order_matters=False, deadline=None: bird_set_match(pred, gold),
     "spider": spider_result_eq,
 }
 
 
-def compare_results(name: str, pred_rows: Sequence[Row], gold_rows: Sequence[Row], order_matters: bool = False) -> bool:
-    """Compare by comparison name (``bird`` or ``spider``); ``order_matters`` is used by ``spider`` only."""
+def compare_results(name: str, pred_rows: Sequence[Row], gold_rows: Sequence[Row], order_matters: bool = False,
+                    timeout_s: float | None = None) -> bool:
+    """Compare by comparison name (``bird`` or ``spider``); ``order_matters`` is used by ``spider`` only.
+
+    With ``timeout_s`` the Spider search over column permutations raises ComparisonTimeout past that time (the BIRD
+    set comparison is linear and needs no bound).
+    """
     try:
         fn = COMPARISONS[name]
     except KeyError:
         raise ValueError(f"unknown comparison {name!r}; expected one of {sorted(COMPARISONS)}") from None
-    return fn(pred_rows, gold_rows, order_matters=order_matters)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    return fn(pred_rows, gold_rows, order_matters=order_matters, deadline=deadline)

@@ -47,24 +47,30 @@ def _meaningful(tokens: list[Token]) -> list[Token]:
 def split_statements(sql: str) -> list[str]:
     """Statements of ``sql`` split at semicolons outside strings/comments; empty statements are dropped.
 
-    A trailing ``;`` (with or without comments after it) therefore yields one statement.
+    A trailing ``;`` (with or without comments after it) therefore yields one statement. Works on the regex
+    matches directly (no Token objects): it runs on every model query before SQLite sees it.
     """
     statements: list[str] = []
-    current: list[Token] = []
-    for tok in tokenize(sql):
-        if tok.kind == "punct" and tok.text == ";":
-            statements.append(current)
-            current = []
-        else:
-            current.append(tok)
-    statements.append(current)
-    return ["".join(t.text for t in st).strip() for st in statements if _meaningful(st)]
+    start, meaningful = 0, False
+    for m in _TOKEN_RE.finditer(sql):
+        kind = m.lastgroup
+        if kind == "punct" and m.group() == ";":
+            if meaningful:
+                statements.append(sql[start:m.start()].strip())
+            start, meaningful = m.end(), False
+        elif kind not in _TRIVIA:
+            meaningful = True
+    if meaningful:
+        statements.append(sql[start:].strip())
+    return statements
 
 
 def first_keyword(sql: str) -> str:
     """Upper-cased first word of the statement (``""`` when it starts with something else or is empty)."""
-    toks = _meaningful(tokenize(sql))
-    return toks[0].upper if toks and toks[0].kind == "word" else ""
+    for m in _TOKEN_RE.finditer(sql):  # stops at the first meaningful token
+        if m.lastgroup not in _TRIVIA:
+            return m.group().upper() if m.lastgroup == "word" else ""
+    return ""
 
 
 def has_top_level_order_by(sql: str) -> bool:

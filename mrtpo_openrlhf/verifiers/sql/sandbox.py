@@ -6,16 +6,29 @@ Layers of defence (each alone should be enough for its threat):
 - an authorizer allows only reads, function calls (minus ``load_extension`` and friends), recursive CTEs and a
   short list of schema-reporting pragmas; ATTACH/DETACH, every write, DDL and transaction are denied;
 - extension loading is disabled on the connection;
-- a progress handler aborts the query past a wall-time limit, and the row count and value size are capped;
-  ``printf``/``format`` are guarded against huge widths (one VM step the progress handler cannot interrupt).
+- time and memory: a watchdog thread interrupts the query at its deadline (SQLite checks the interrupt at every
+  loop jump) or when SQLite's memory grows past ``max_memory_bytes`` (temporary tables and sorts are kept in
+  memory so they count); the progress handler checks the deadline too. A row has at most ``MAX_COLUMNS``
+  columns (a database whose tables are wider cannot be queried here) and a query at most ``MAX_SQL_CHARS``
+  characters. What one VM step can do is bounded so the interrupt comes soon enough: values are at most
+  ``max_value_bytes`` (1 MB), LIKE/GLOB patterns at most ``MAX_LIKE_PATTERN_BYTES``, ``printf``/``format``
+  widths are refused past the value limit, and ``instr``, ``replace`` and two-argument ``trim``/``ltrim``/``rtrim``
+  (quadratic in their arguments) are refused past ``MAX_STRING_WORK`` character comparisons. The deadline starts
+  before the Python pre-check, and a query that finished past its deadline counts as timed out;
+- rows are read one at a time with a byte budget (``max_result_bytes``) besides the row cap.
+
+A query stopped by the time limit or a work guard has ``timed_out`` set (never "ran"); one stopped by a memory
+bound has an error saying so. Either way the executable reward is lost with that reason.
 
 Every call opens its own connection, so ``execute_sql`` is safe to call from many threads at once.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +38,15 @@ from .lexer import first_keyword, split_statements
 
 DEFAULT_TIMEOUT_S = 1.0
 DEFAULT_MAX_ROWS = 10_000
-DEFAULT_MAX_VALUE_BYTES = 10_000_000  # largest string/blob one expression may build (SQLITE_LIMIT_LENGTH)
+DEFAULT_MAX_VALUE_BYTES = 1_000_000  # largest string/blob one expression may build or read (SQLITE_LIMIT_LENGTH)
+DEFAULT_MAX_MEMORY_BYTES = 256 << 20  # growth of SQLite's heap during the query before it is stopped
+DEFAULT_MAX_RESULT_BYTES = 64 << 20  # bytes of str/bytes values read back before the query is stopped
+MAX_COLUMNS = 200  # result (and table) columns: one row holds at most 200 x 1 MB (SQLITE_LIMIT_COLUMN)
+MAX_SQL_CHARS = 65_536  # longer queries are refused before the (pure Python) statement check
+MAX_LIKE_PATTERN_BYTES = 100  # one LIKE/GLOB costs up to value length x pattern length: 1 MB x 100 ~ 0.3 s
+MAX_STRING_WORK = 500_000_000  # instr/replace/trim: refused past this many character comparisons (~20 ms)
 PROGRESS_EVERY_N_OPS = 1_000  # SQLite VM instructions between two wall-clock checks
+WATCHDOG_POLL_S = 0.005
 
 ALLOWED_FIRST_KEYWORDS = frozenset({"SELECT", "WITH", "VALUES"})
 #: Pragmas that only report schema facts (their argument is a table or index name); every other pragma is denied.
@@ -76,7 +96,7 @@ def _decode_text(raw: bytes) -> str:
 _DIGITS_RE = re.compile(r"\d+")
 
 
-def _guarded_printf(max_value_bytes: int):
+def _guarded_printf(max_value_bytes: int, refused: list[str]):
     """A drop-in ``printf``/``format`` that refuses huge widths/precisions, plus the helper connection it uses.
 
     SQLite's builtin spends seconds inside one VM step on ``printf('%.999999999c', 'x')`` (it appends the character
@@ -97,11 +117,87 @@ def _guarded_printf(max_value_bytes: int):
                 isinstance(a, (int, float)) and abs(a) > max_value_bytes for a in args[1:]
             )
             if too_wide or star_too_wide:
-                raise ValueError("printf width or precision too large")
+                refused.append("printf")
+                raise WorkLimitExceeded("printf width or precision too large")
         placeholders = ",".join("?" * len(args))
         return helper.execute(f"SELECT printf({placeholders})", args).fetchone()[0]
 
     return printf, helper
+
+
+class WorkLimitExceeded(ValueError):
+    """A guarded string function refused arguments that would take one VM step too long."""
+
+
+def _length(value) -> int:
+    return len(value) if isinstance(value, (str, bytes)) else len(str(value)) if value is not None else 0
+
+
+def _quadratic_cost(args) -> int:
+    """Worst-case character comparisons of instr/replace/trim on ``args``: haystack x needle (or trim set)."""
+    if len(args) < 2:
+        return 0
+    return _length(args[0]) * _length(args[1])
+
+
+def _guarded_builtin(helper: sqlite3.Connection, name: str, nargs: int, refused: list[str]):
+    """``name`` with ``nargs`` arguments, refused when ``_quadratic_cost`` exceeds ``MAX_STRING_WORK`` and
+    otherwise run by SQLite's own builtin on the helper connection (results identical to SQLite's).
+    A refusal is appended to ``refused`` (SQLite reports only "user-defined function raised exception")."""
+    sql = f"SELECT {name}({','.join('?' * nargs)})"
+
+    def guarded(*args):
+        if _quadratic_cost(args) > MAX_STRING_WORK:
+            refused.append(name)
+            raise WorkLimitExceeded(f"{name}() arguments too large")
+        return helper.execute(sql, args).fetchone()[0]
+
+    return guarded
+
+
+#: builtin -> argument counts whose cost is quadratic in the arguments (one-argument trims are linear).
+GUARDED_BUILTINS = {"instr": (2,), "replace": (3,), "trim": (2,), "ltrim": (2,), "rtrim": (2,)}
+
+
+def _sqlite_memory_used():
+    """``sqlite3_memory_used`` of the library Python's sqlite3 uses (process-wide), or None when unavailable."""
+    try:
+        import _sqlite3
+
+        fn = ctypes.CDLL(_sqlite3.__file__).sqlite3_memory_used
+    except (ImportError, OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int64
+    fn.argtypes = []
+    return fn
+
+
+_MEMORY_USED = _sqlite_memory_used()
+
+
+class _Watchdog(threading.Thread):
+    """Interrupts ``conn`` at ``deadline`` (time.monotonic) or when SQLite's heap grew by ``max_memory_bytes``."""
+
+    def __init__(self, conn: sqlite3.Connection, deadline: float, max_memory_bytes: int):
+        super().__init__(name="sql-watchdog", daemon=True)
+        self.conn, self.deadline, self.max_memory_bytes = conn, deadline, max_memory_bytes
+        self.base_memory = _MEMORY_USED() if _MEMORY_USED else 0
+        self.done = threading.Event()
+        self.fired = ""  # "time" or "memory" once it interrupted the query
+
+    def run(self) -> None:
+        while not self.done.wait(WATCHDOG_POLL_S):
+            if time.monotonic() > self.deadline:
+                self.fired = "time"
+            elif _MEMORY_USED and _MEMORY_USED() - self.base_memory > self.max_memory_bytes:
+                self.fired = "memory"
+            if self.fired:
+                self.conn.interrupt()
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
 
 
 def check_statement(sql: str, select_only: bool = True) -> str:
@@ -119,10 +215,11 @@ def check_statement(sql: str, select_only: bool = True) -> str:
 
 
 class _ClosingConnection:
-    """The sandbox connection plus its printf helper; ``close()`` closes both."""
+    """The sandbox connection plus its helper for guarded builtins; ``close()`` closes both. ``refused`` lists
+    the guarded functions that refused their arguments."""
 
-    def __init__(self, conn: sqlite3.Connection, helper: sqlite3.Connection):
-        self._conn, self._helper = conn, helper
+    def __init__(self, conn: sqlite3.Connection, helper: sqlite3.Connection, refused: list[str]):
+        self._conn, self._helper, self.refused = conn, helper, refused
 
     def __getattr__(self, name):
         return getattr(self._conn, name)
@@ -144,15 +241,23 @@ def open_read_only(db_path: str | os.PathLike, max_value_bytes: int = DEFAULT_MA
             conn.enable_load_extension(False)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
         conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, MAX_LIKE_PATTERN_BYTES)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, MAX_COLUMNS)
+        conn.execute("PRAGMA temp_store = MEMORY")  # sorts and temp tables count against the memory bound
         conn.text_factory = _decode_text
-        printf, helper = _guarded_printf(max_value_bytes)
+        refused: list[str] = []
+        printf, helper = _guarded_printf(max_value_bytes, refused)
         conn.create_function("printf", -1, printf, deterministic=True)
         conn.create_function("format", -1, printf, deterministic=True)
+        for name, arities in GUARDED_BUILTINS.items():
+            for nargs in arities:
+                conn.create_function(name, nargs, _guarded_builtin(helper, name, nargs, refused),
+                                    deterministic=True)
         conn.set_authorizer(_authorize)
     except BaseException:
         conn.close()
         raise
-    return _ClosingConnection(conn, helper)
+    return _ClosingConnection(conn, helper, refused)
 
 
 def execute_sql(
@@ -162,6 +267,8 @@ def execute_sql(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_rows: int = DEFAULT_MAX_ROWS,
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     select_only: bool = True,
 ) -> SqlResult:
     """Execute one query in the sandbox and never raise for anything the query does.
@@ -169,9 +276,11 @@ def execute_sql(
     Args:
         db_path: SQLite file (opened read-only).
         sql: one statement; a trailing ``;`` is fine, a second statement is an error.
-        timeout_s: wall-time limit for executing and fetching (checked every PROGRESS_EVERY_N_OPS VM steps).
+        timeout_s: wall-time limit for everything: the pre-check, executing and fetching.
         max_rows: rows kept; ``truncated`` says more existed.
-        max_value_bytes: largest string/blob the query may build.
+        max_value_bytes: largest string/blob the query may build or read.
+        max_memory_bytes: growth of SQLite's heap (process-wide counter) past which the query is stopped.
+        max_result_bytes: str/bytes bytes read back past which the query is stopped.
         select_only: reject statements not starting with SELECT/WITH/VALUES before SQLite sees them
             (the authorizer still applies when False; tests switch it off to exercise the authorizer).
 
@@ -181,17 +290,21 @@ def execute_sql(
     if timeout_s <= 0 or max_rows < 0:
         raise ValueError(f"timeout_s must be > 0 and max_rows >= 0, got {timeout_s}, {max_rows}")
     start = time.perf_counter()
+    deadline = time.monotonic() + timeout_s  # the pre-check below counts against the limit too
     if not isinstance(sql, str):
         return SqlResult(error=f"query must be a string, got {type(sql).__name__}")
+    if len(sql) > MAX_SQL_CHARS:
+        return SqlResult(error=f"query of {len(sql)} characters is longer than the limit of {MAX_SQL_CHARS}")
     rejection = check_statement(sql, select_only=select_only)
     if rejection:
         return SqlResult(error=rejection, elapsed_s=time.perf_counter() - start)
+    if time.monotonic() > deadline:
+        return _timed_out(SqlResult(), timeout_s, start)
     try:
         conn = open_read_only(db_path, max_value_bytes=max_value_bytes)
     except (FileNotFoundError, sqlite3.Error) as exc:
         return SqlResult(error=f"cannot open database: {exc}", elapsed_s=time.perf_counter() - start)
 
-    deadline = time.monotonic() + timeout_s
     state = {"timed_out": False}
 
     def _past_deadline() -> int:
@@ -201,23 +314,50 @@ def execute_sql(
         return 0
 
     result = SqlResult()
+    watchdog = _Watchdog(conn._conn, deadline, max_memory_bytes)
     try:
         conn.set_progress_handler(_past_deadline, PROGRESS_EVERY_N_OPS)
+        watchdog.start()
         cursor = conn.execute(sql)
-        fetched = cursor.fetchmany(max_rows + 1)
-        result.truncated = len(fetched) > max_rows
-        result.rows = [tuple(r) for r in fetched[:max_rows]]
+        read_bytes = 0
+        for row in cursor:
+            read_bytes += sum(len(v) for v in row if isinstance(v, (str, bytes)))
+            if read_bytes > max_result_bytes:
+                raise MemoryError(f"result larger than {max_result_bytes} bytes")
+            if len(result.rows) == max_rows:
+                result.truncated = True
+                break
+            result.rows.append(tuple(row))
         result.columns = [d[0] for d in (cursor.description or [])]
         cursor.close()
     except (sqlite3.Error, OverflowError, MemoryError, ValueError) as exc:
         result.rows, result.truncated = [], False
-        if state["timed_out"]:
+        if conn.refused:  # a guard saw one step that could not finish in time: a timeout, decided early
+            result.timed_out = True
+            result.error = (f"interrupted: {conn.refused[0]}() arguments too large to finish within the time limit "
+                            f"of {timeout_s:g} s")
+        elif state["timed_out"] or watchdog.fired == "time":
             result.timed_out = True
             result.error = f"interrupted: query exceeded the time limit of {timeout_s:g} s"
+        elif watchdog.fired == "memory":
+            result.error = f"interrupted: query used more than {max_memory_bytes >> 20} MiB"
+        elif isinstance(exc, MemoryError):
+            result.error = f"interrupted: {exc}"
         else:
             result.error = str(exc) or type(exc).__name__
     finally:
+        watchdog.stop()
         conn.close()
+    if not result.timed_out and time.monotonic() > deadline:  # finished, but past the limit: not a "ran"
+        return _timed_out(result, timeout_s, start)
+    result.elapsed_s = time.perf_counter() - start
+    return result
+
+
+def _timed_out(result: SqlResult, timeout_s: float, start: float) -> SqlResult:
+    result.rows, result.columns, result.truncated = [], [], False
+    result.timed_out = True
+    result.error = f"interrupted: query exceeded the time limit of {timeout_s:g} s"
     result.elapsed_s = time.perf_counter() - start
     return result
 

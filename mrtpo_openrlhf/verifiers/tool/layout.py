@@ -33,7 +33,6 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 _TAGS = (THINK_OPEN, THINK_CLOSE, CALL_OPEN, CALL_CLOSE)
 _LAYOUT_RE = re.compile(r"<think>(.*?)</think>\s*<tool_call>(.*?)</tool_call>", re.DOTALL)
-_CALL_BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -81,6 +80,24 @@ def check_format(response: str) -> tuple[bool, str]:
     return True, ""
 
 
+def call_blocks(text: str) -> list[str]:
+    """Bodies of the ``<tool_call>...</tool_call>`` blocks, left to right, each ending at the first closing tag.
+
+    A scan with str.find (linear): the regular expression it replaces restarted at every unclosed opening tag.
+    """
+    blocks: list[str] = []
+    pos = 0
+    while True:
+        start = text.find(CALL_OPEN, pos)
+        if start < 0:
+            return blocks
+        end = text.find(CALL_CLOSE, start + len(CALL_OPEN))
+        if end < 0:  # no closing tag after this opening one, so none after any later one either
+            return blocks
+        blocks.append(text[start + len(CALL_OPEN):end])
+        pos = end + len(CALL_CLOSE)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
@@ -111,7 +128,7 @@ def parse_tool_calls(response: str) -> ParsedCalls:
     text = response
     if THINK_CLOSE in text:
         text = text.split(THINK_CLOSE, 1)[1]
-    blocks = _CALL_BLOCK_RE.findall(text)
+    blocks = call_blocks(text)
     if not blocks:
         return ParsedCalls(None, "no <tool_call>...</tool_call> block")
     if len(blocks) > 1:

@@ -1,0 +1,57 @@
+"""reward_func's argument contract: one result per query, or a clear error for the whole call."""
+import pytest
+
+from mrtpo_openrlhf.rewards import instruction, sql, tool
+
+LABEL = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
+
+
+@pytest.mark.parametrize("module", [instruction, sql, tool])
+@pytest.mark.parametrize("args", [(None, None, None), (5, [""], [None]), (["a"], "p", [None]), ("abc", "p", "l")])
+def test_non_list_arguments_are_a_clear_error(module, args):
+    with pytest.raises(TypeError, match="must be a list"):
+        module.reward_func(*args)
+
+
+@pytest.mark.parametrize("module", [instruction, sql, tool])
+def test_unequal_lengths_are_an_error_not_a_truncation(module):
+    with pytest.raises(ValueError, match="queries=2, prompts=1, labels=2"):
+        module.reward_func(["a", "b"], [""], [None, None])
+
+
+def test_valid_and_malformed_labels_in_one_batch_give_one_result_each():
+    # a malformed label's fallback has no constraints_satisfied_frac; merging used to raise KeyError
+    for bad in ({"instruction_id_list": ["no:such_id"]}, "{not json", None, 7):
+        out = instruction.reward_func(["a b", "c, d"], ["", ""], [LABEL, bad])
+        assert out["rewards"].tolist() == [1.0, 0.0]
+        logs = out["extra_logs"]
+        assert logs["mrtpo_reward_values"] == [[1.0], [0.0]]
+        assert len(logs["constraints_satisfied_frac"]) == 2 and logs["constraints_satisfied_frac"][0] == 1.0
+        assert all(len(v) == 2 for v in logs.values())
+        assert logs["mrtpo_reward_reasons"][1][0]  # the malformed label says why it scored 0
+
+
+def test_tuples_and_empty_batches_are_accepted():
+    out = instruction.reward_func(("a b",), ("",), (LABEL,))
+    assert out["rewards"].tolist() == [1.0]
+    assert instruction.reward_func([], [], [])["rewards"].tolist() == []
+
+
+@pytest.mark.parametrize("module, label", [
+    (instruction, LABEL),
+    (sql, {"db_id": "school", "gold": "SELECT 1"}),
+    (tool, {"functions": [{"name": "f"}], "ground_truth": [{"f": {}}], "category": "simple_python"}),
+])
+def test_responses_past_the_bound_score_zero_with_the_reason(module, label):
+    import time
+
+    from mrtpo_openrlhf.verifiers.response import MAX_RESPONSE_CHARS
+
+    good_layout = {instruction: "a b", sql: "<think>t</think>\n```sql\nSELECT 1\n```",
+                   tool: '<think>t</think><tool_call>{"name": "f"}</tool_call>'}[module]
+    assert module.reward_func([good_layout], [""], [label])["rewards"].item() > 0
+    start = time.perf_counter()
+    out = module.reward_func([good_layout + " " * MAX_RESPONSE_CHARS + "x"], [""], [label])
+    assert time.perf_counter() - start < 0.5
+    assert out["rewards"].item() == 0.0
+    assert all("longer than the" in r for r in out["extra_logs"]["mrtpo_reward_reasons"])
