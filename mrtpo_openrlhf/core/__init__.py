@@ -26,9 +26,11 @@ from .replay import (
     find_insert_position,
     localization,
     pairs_to_replay,
+    prefix_sharing_unsupported,
     replay_relevance,
     request_from_ids,
     request_from_text,
+    shared_prefix_length,
     tokenize_blocks,
     tokens_for_mass,
 )
