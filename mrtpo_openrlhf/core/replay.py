@@ -236,13 +236,15 @@ _Plan = list[tuple[list[_Shared], list[list[tuple[int, _Job]]]]]
 
 def _plan(requests: Sequence[ReplayRequest], micro_batch_size: int) -> _Plan:
     """Groups of up to ``micro_batch_size`` responses of similar length (less padding), each with its branch
-    micro-batches of up to ``micro_batch_size`` rows as (position in group, branch), a response's full first."""
+    micro-batches of up to ``micro_batch_size`` rows as (position in group, branch), longest first."""
     items = sorted(_shared(requests),
                    key=lambda r: (len(r.prefix) // _LENGTH_BUCKET, max(len(b.ids) for b in r.branches), r.request))
     plan = []
     for s in range(0, len(items), micro_batch_size):
         group = items[s:s + micro_batch_size]
-        rows = [(j, b) for j, r in enumerate(group) for b in r.branches]
+        # Longest branches first (the full ones, with every block), so rows of equal length share a forward.
+        rows = sorted(((j, b) for j, r in enumerate(group) for b in r.branches),
+                      key=lambda row: (-len(row[1].ids), row[1].reward is not None))
         plan.append((group, [rows[t:t + micro_batch_size] for t in range(0, len(rows), micro_batch_size)]))
     return plan
 
@@ -349,7 +351,8 @@ def _branch_logits(model: Any, group: list[_Shared], rows: list[tuple[int, _Job]
 
 
 class _Profiles:
-    """Turns full/minus logits into q, keeping a response's full logits only until its last pair is done."""
+    """Turns full/minus logits into q, keeping a response's full logits only until its last pair is done
+    (a minus branch that comes before its full one waits for it)."""
 
     def __init__(self, requests: Sequence[ReplayRequest], jobs: Sequence[_Job], q: torch.Tensor,
                  temperature: float, chunk_size: int):
@@ -359,11 +362,17 @@ class _Profiles:
             if job.reward is not None:
                 self.remaining[job.request] = self.remaining.get(job.request, 0) + 1
         self.full: dict[int, torch.Tensor] = {}
+        self.waiting: dict[int, list[tuple[_Job, torch.Tensor]]] = {}
 
     def add(self, job: _Job, logits: torch.Tensor) -> None:
         """logits: (n_response, V) of ``job``'s response positions."""
         if job.reward is None:
             self.full[job.request] = logits
+            for pending in self.waiting.pop(job.request, []):
+                self.add(*pending)
+            return
+        if job.request not in self.full:
+            self.waiting.setdefault(job.request, []).append((job, logits))
             return
         dist = js_relevance(self.full[job.request], logits, temperature=self.temperature, chunk_size=self.chunk_size)
         targets = self.requests[job.request].joint_rewards if job.reward == JOINT else [job.reward]
