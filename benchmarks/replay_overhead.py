@@ -163,7 +163,7 @@ def make_requests(prompts, blocks, responses, insert_at, frac, n_rewards, g):
                for i, ks in sorted(per_row.items())]
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -185,22 +185,29 @@ def main() -> None:
     ap.add_argument("--clock", default="wall", choices=sorted(CLOCK),
                     help="process: this process's CPU time (with --threads 1, robust on a shared CPU)")
     ap.add_argument("--unshared", action="store_true", help="also time the replay without prefix sharing")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     run(args)
 
 
-def run(args) -> list[dict]:
-    """Prints the table and the summary line; returns one dict per (shape, fraction)."""
+def run(args, model=None) -> list[dict]:
+    """Prints the table and the summary line; returns one dict per (shape, fraction).
+
+    ``model``: an already built model (``args.model`` is then only its name in the output).
+    """
     from mrtpo_openrlhf.core import count_forwards, replay_relevance
 
     global clock
     clock = CLOCK[args.clock]
     timed = lambda fn: time_it(fn, args.device, args.repeats, args.warmup)  # noqa: E731
 
-    dtype = getattr(torch, args.dtype)
-    model = load_model(args.model, args.device, dtype)
+    if model is None:
+        model = load_model(args.model, args.device, getattr(torch, args.dtype))
     vocab = model.config.vocab_size
     results = []
     print(f"model={args.model} device={args.device} dtype={args.dtype} batch={args.batch} K={args.rewards} "
