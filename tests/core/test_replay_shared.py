@@ -173,3 +173,15 @@ def test_empty_and_unreplayable_requests(tiny_llama):
     same = ReplayRequest([1, 2, 3], [4, 5], {0: [1, 2, 3]})
     q, n = replay_relevance(tiny_llama, [empty, same], num_rewards=1)
     assert n == 0 == count_forwards([empty, same], 4) and (q == 0).all()
+
+
+def test_minus_branch_longer_than_full_waits_for_it(tiny_llama):
+    """Branches run longest first; a minus context longer than full (tokenization can do that) comes
+    before its full and must wait for it."""
+    g = torch.Generator().manual_seed(4)
+    prompt, resp = rand_ids(g, 10), rand_ids(g, 6)
+    req = ReplayRequest(prompt, resp, {0: prompt[:4] + rand_ids(g, 9) + prompt[4:], 1: prompt[:7]})
+    q, _ = replay_relevance(tiny_llama, [req], num_rewards=2, micro_batch_size=1)
+    q_ref, _ = replay_relevance(tiny_llama, [req], num_rewards=2, micro_batch_size=1, share_prefix=False)
+    torch.testing.assert_close(q, q_ref, atol=2e-5, rtol=0)
+    assert (q[0] > 0).any(dim=1).all()
