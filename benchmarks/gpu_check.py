@@ -84,7 +84,8 @@ def main() -> None:
             "--model", name, "--device", args.device, "--dtype", "bfloat16", "--batch", str(4 if args.tiny else
                                                                                            args.batch),
             "--replay-frac", "0.12", "0.21", "1.0", "--micro-batch", "4",
-            "--repeats", "1" if args.tiny else "2", "--warmup", "0" if args.tiny else "1"]
+            "--repeats", "1" if args.tiny else "2", "--warmup", "0" if args.tiny else "1",
+            "--clock", "wall" if cuda else "process"]
             + (["--prompt-len", "32", "--response-len", "16", "--block-len", "4"] if args.tiny else []))
         if cuda:
             torch.cuda.empty_cache()
@@ -98,7 +99,8 @@ def main() -> None:
         rows.append(("max |q shared - q unshared| (bf16)", name, "4 requests",
                      f"{shared_vs_unshared(model, configs[name]['vocab_size'], args.device, args.tiny):.2e}"))
         if cuda:
-            rows.append(("peak GPU memory", name, "replay + GDPO fwd/bwd", f"{torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"))
+            peak = torch.cuda.max_memory_allocated() / 2**30
+            rows.append(("peak GPU memory", name, "replay + GDPO fwd/bwd", f"{peak:.1f} GiB"))
         del model
 
     vocab = configs[names[0]]["vocab_size"] if args.tiny else relevance_bench.QWEN_VOCAB
