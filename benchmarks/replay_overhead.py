@@ -3,8 +3,9 @@
 A GDPO step on the actor is (at least) the experience maker's log-prob forward plus the PPO
 forward+backward over the same sequences; MRTPO adds the replay of the (response, reward) pairs whose
 advantage is non-zero (12-21% of pairs in the paper). The floor is the least work that replay needs:
-per replayed response one forward over the prefix its contexts share, then 1 + K' forwards over the
-block and response positions on that cache, logits at response positions only, no padding and no JS.
+one forward over the prefix the contexts share (per prompt: its responses all share the prompt), then
+1 + K' forwards per replayed response over the block and response positions on that cache, logits at
+response positions only, no padding and no JS.
 Generation (vLLM) and the optimizer step are left out, so replay / GDPO is an upper bound on the
 step-time overhead. Times are the best of ``--repeats`` (robust to other load on the machine).
 
@@ -95,19 +96,24 @@ def gdpo_actor_work(model, seqs: torch.Tensor, n_response: int, micro_batch: int
 @dataclass
 class FloorItem:
     prefix: list[int]
-    branches: list[list[int]]  # tokens after the prefix + response[:-1], full first
+    branches: list[list[int]]  # tokens after the prefix + response[:-1], one per context of each response
     n_response: int
 
 
-def floor_items(requests) -> list[FloorItem]:
+def floor_items(requests, prompt_of: list[int]) -> list[FloorItem]:
+    """Per prompt, the prefix every context of its replayed responses shares, and every context's branch."""
     from mrtpo_openrlhf.core import shared_prefix_length
 
+    by_prompt: dict[int, list] = {}
+    for req, pid in zip(requests, prompt_of):
+        by_prompt.setdefault(pid, []).append(req)
     items = []
-    for req in requests:
-        ctxs = [list(req.full_context)] + [list(c) for c in req.minus_contexts.values()]
-        p = shared_prefix_length(ctxs)
-        resp = list(req.response_ids[:-1])
-        items.append(FloorItem(ctxs[0][:p], [c[p:] + resp for c in ctxs], len(req.response_ids)))
+    for reqs in by_prompt.values():
+        ctxs = [(c, list(r.response_ids)) for r in reqs
+                for c in [list(r.full_context)] + [list(m) for m in r.minus_contexts.values()]]
+        p = shared_prefix_length([c for c, _ in ctxs])
+        items.append(FloorItem(ctxs[0][0][:p], [c[p:] + resp[:-1] for c, resp in ctxs],
+                               max(len(resp) for _, resp in ctxs)))
     return items
 
 
@@ -150,17 +156,22 @@ def floor_work(model, items: list[FloorItem], micro_batch: int, device: str) -> 
     return forwards
 
 
-def make_requests(prompts, blocks, responses, insert_at, frac, n_rewards, g):
+def make_requests(prompts, blocks, responses, insert_at, frac, n_rewards, group_size, g):
+    """Random (response, reward) pairs to replay; response i answers prompt i // group_size.
+
+    Returns (number of pairs, requests, prompt index of each request)."""
     from mrtpo_openrlhf.core import request_from_ids
 
-    n_pairs = len(prompts) * n_rewards
+    n_pairs = len(responses) * n_rewards
     n = max(1, round(frac * n_pairs))
     per_row: dict[int, list[int]] = {}
     for j in torch.randperm(n_pairs, generator=g)[:n].tolist():
         i, k = divmod(j, n_rewards)
         per_row.setdefault(i, []).append(k)
-    return n, [request_from_ids(prompts[i], blocks[i], responses[i], sorted(ks), insert_at)
-               for i, ks in sorted(per_row.items())]
+    rows = sorted(per_row.items())
+    reqs = [request_from_ids(prompts[i // group_size], blocks[i], responses[i], sorted(ks), insert_at)
+            for i, ks in rows]
+    return n, reqs, [i // group_size for i, _ in rows]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -175,6 +186,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompt-len", type=int, default=None, help="override the shape's prompt length")
     ap.add_argument("--response-len", type=int, default=None, help="override the shape's response length")
     ap.add_argument("--block-len", type=int, default=None, help="override the shape's block length")
+    ap.add_argument("--group-size", type=int, default=1,
+                    help="responses per prompt (GRPO's n_samples_per_prompt); 1: every response its own prompt")
     ap.add_argument("--rewards", type=int, default=3)
     ap.add_argument("--replay-frac", type=float, nargs="+", default=[0.12, 0.21, 1.0])
     ap.add_argument("--summary-frac", type=float, default=0.21)
@@ -210,7 +223,8 @@ def run(args, model=None) -> list[dict]:
         model = load_model(args.model, args.device, getattr(torch, args.dtype))
     vocab = model.config.vocab_size
     results = []
-    print(f"model={args.model} device={args.device} dtype={args.dtype} batch={args.batch} K={args.rewards} "
+    print(f"model={args.model} device={args.device} dtype={args.dtype} batch={args.batch} "
+          f"group_size={args.group_size} K={args.rewards} "
           f"micro_batch={args.micro_batch} threads={torch.get_num_threads()} clock={args.clock} "
           f"cpu={torch.backends.cpu.get_cpu_capability()}")
     for shape_name in args.shape:
@@ -221,10 +235,11 @@ def run(args, model=None) -> list[dict]:
         insert_at = plen + shape["insert"] if shape["insert"] < 0 else min(shape["insert"], plen)
         g = torch.Generator().manual_seed(0)
         ids = lambda n: torch.randint(10, vocab, (n,), generator=g).tolist()  # noqa: E731
-        prompts = [ids(plen) for _ in range(args.batch)]
+        prompts = [ids(plen) for _ in range(-(-args.batch // args.group_size))]
         responses = [ids(rlen) for _ in range(args.batch)]
         blocks = [[ids(blen) for _ in range(args.rewards)] for _ in range(args.batch)]
-        full = [p[:insert_at] + sum(b, []) + p[insert_at:] for p, b in zip(prompts, blocks)]
+        full = [prompts[i // args.group_size][:insert_at] + sum(b, []) + prompts[i // args.group_size][insert_at:]
+                for i, b in enumerate(blocks)]
         n_gdpo = args.gdpo_batch or args.batch
         seqs = torch.tensor([f + r for f, r in zip(full[:n_gdpo], responses)], device=args.device)
         logp, train = gdpo_actor_work(model, seqs, rlen, args.micro_batch)
@@ -238,12 +253,13 @@ def run(args, model=None) -> list[dict]:
               f"{'replay/floor':>12} | {'replay/GDPO':>11} | {'unshared/GDPO':>13}")
         n_pairs = args.batch * args.rewards
         for frac in args.replay_frac:
-            n, reqs = make_requests(prompts, blocks, responses, insert_at, frac, args.rewards, g)
+            n, reqs, prompt_of = make_requests(prompts, blocks, responses, insert_at, frac, args.rewards,
+                                               args.group_size, g)
             replay = lambda share: replay_relevance(model, reqs, num_rewards=args.rewards,  # noqa: E731
                                                     micro_batch_size=args.micro_batch, share_prefix=share)
             t_replay = timed(lambda: replay(True))
             t_unshared = timed(lambda: replay(False)) if args.unshared else float("nan")
-            items = floor_items(reqs)
+            items = floor_items(reqs, prompt_of)
             t_floor = timed(lambda: floor_work(model, items, args.micro_batch, args.device))
             row = dict(shape=shape["label"], frac=frac, pairs=n, replay=t_replay, unshared=t_unshared,
                        floor=t_floor, gdpo=t_gdpo, forwards=count_forwards(reqs, args.micro_batch))

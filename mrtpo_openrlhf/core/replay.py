@@ -210,22 +210,54 @@ def shared_prefix_length(contexts: Sequence[Sequence[int]]) -> int:
 
 @dataclass
 class _Shared:
-    """One response: its shared prefix and one branch (a ``_Job`` over the tokens after it) per context."""
+    """Responses whose contexts all start with ``prefix`` (one response, or several sampled from one prompt),
+    with one branch (a ``_Job`` over the tokens after the prefix) per context, listed response by response."""
 
-    request: int
     prefix: list[int]
-    branches: list[_Job]  # full first
+    branches: list[_Job]
 
 
-def _shared(requests: Sequence[ReplayRequest]) -> Iterator[_Shared]:
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+# Responses join one prefix forward when the prefix they share covers this much of each one's own shared
+# prefix (the responses of one prompt share the whole prompt; their own blocks after it are recomputed per branch).
+_JOIN_SHARE = 0.75
+
+
+def _shared(requests: Sequence[ReplayRequest]) -> list[_Shared]:
+    """Each response's contexts cut at the prefix they share; responses sharing most of it (same prompt) merged."""
+    items = []
     for i, req in enumerate(requests):
         contexts = _contexts(req)
-        if not contexts:
-            continue
-        n = len(req.response_ids)
-        resp = list(req.response_ids[:-1])
-        p = shared_prefix_length([ctx for _, ctx in contexts])
-        yield _Shared(i, contexts[0][1][:p], [_Job(i, k, ctx[p:] + resp, n) for k, ctx in contexts])
+        if contexts:
+            p = shared_prefix_length([ctx for _, ctx in contexts])
+            items.append((contexts[0][1][:p], i, contexts))
+    items.sort(key=lambda item: (item[0], item[1]))  # lexicographic: responses to one prompt end up adjacent
+    clusters: list[tuple[list[int], list[tuple[int, list]]]] = []
+    for prefix, i, contexts in items:
+        if clusters:
+            shared, members = clusters[-1]
+            n = _common_length(shared, prefix)
+            if n > 0 and n >= _JOIN_SHARE * max(len(shared), len(prefix)):
+                clusters[-1] = (shared[:n], members + [(i, contexts)])
+                continue
+        clusters.append((prefix, [(i, contexts)]))
+    out = []
+    for prefix, members in clusters:
+        p = len(prefix)
+        branches = []
+        for i, contexts in members:
+            resp = list(requests[i].response_ids)
+            branches += [_Job(i, k, ctx[p:] + resp[:-1], len(resp)) for k, ctx in contexts]
+        out.append(_Shared(prefix, branches))
+    return out
 
 
 _LENGTH_BUCKET = 32  # prefix lengths this close count as equal, so the branch length decides the order
@@ -235,17 +267,28 @@ _Plan = list[tuple[list[_Shared], list[list[tuple[int, _Job]]]]]
 
 
 def _plan(requests: Sequence[ReplayRequest], micro_batch_size: int) -> _Plan:
-    """Groups of up to ``micro_batch_size`` responses of similar length (less padding), each with its branch
-    micro-batches of up to ``micro_batch_size`` rows as (position in group, branch), longest first."""
-    items = sorted(_shared(requests),
-                   key=lambda r: (len(r.prefix) // _LENGTH_BUCKET, max(len(b.ids) for b in r.branches), r.request))
+    """Forward groups: up to ``micro_batch_size`` prefixes of similar length (one prefix forward), then their
+    branches as micro-batches of up to ``micro_batch_size`` rows (position in group, branch).
+
+    Branches are taken ``micro_batch_size`` responses at a time (so at most that many responses' full logits
+    wait for their minus branches), longest first within them, so rows of equal length share a forward.
+    """
+    clusters = sorted(_shared(requests), key=lambda c: (len(c.prefix) // _LENGTH_BUCKET,
+                                                        max(len(b.ids) for b in c.branches), c.branches[0].request))
     plan = []
-    for s in range(0, len(items), micro_batch_size):
-        group = items[s:s + micro_batch_size]
-        # Longest branches first (the full ones, with every block), so rows of equal length share a forward.
-        rows = sorted(((j, b) for j, r in enumerate(group) for b in r.branches),
-                      key=lambda row: (-len(row[1].ids), row[1].reward is not None))
-        plan.append((group, [rows[t:t + micro_batch_size] for t in range(0, len(rows), micro_batch_size)]))
+    for s in range(0, len(clusters), micro_batch_size):
+        group = clusters[s:s + micro_batch_size]
+        responses: dict[int, list[tuple[int, _Job]]] = {}
+        for j, c in enumerate(group):
+            for b in c.branches:
+                responses.setdefault(b.request, []).append((j, b))
+        ordered = sorted(responses.values(), key=lambda rows: -max(len(b.ids) for _, b in rows))
+        batches = []
+        for w in range(0, len(ordered), micro_batch_size):
+            rows = sorted((row for rows in ordered[w:w + micro_batch_size] for row in rows),
+                          key=lambda row: (-len(row[1].ids), row[1].reward is not None))
+            batches += [rows[t:t + micro_batch_size] for t in range(0, len(rows), micro_batch_size)]
+        plan.append((group, batches))
     return plan
 
 
@@ -329,7 +372,10 @@ def _prefix_cache(model: Any, group: list[_Shared], pad_id: int, device):
     """One forward over the group's prefixes -> (per-layer (keys, values), (G, P) left-padded prefix mask)."""
     ids, attn, pos = _left_pad([r.prefix for r in group], pad_id, device)
     out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1, use_cache=True)
-    cache = out.past_key_values
+    cache = getattr(out, "past_key_values", None)
+    if cache is None or not hasattr(cache, "layers"):
+        raise RuntimeError(f"the prefix forward returned no key/value cache ({type(cache).__name__}): "
+                           "call replay_relevance with share_prefix=False for this model")
     return [(layer.keys, layer.values) for layer in cache.layers], attn
 
 
@@ -401,8 +447,9 @@ def replay_relevance(
 
     With ``share_prefix`` (default) each response's contexts are split at their shared prefix (everything
     before the first token where full and any minus_k differ): one forward over the prefixes of up to
-    ``micro_batch_size`` responses of similar length, then the full and minus_k branches (the tokens after
-    the prefix + the response) run on copies of that key/value cache, ``micro_batch_size`` rows a forward.
+    ``micro_batch_size`` prefixes of similar length (responses sampled from one prompt share theirs), then the
+    full and minus_k branches (the tokens after the prefix + the response) run on copies of that key/value
+    cache, ``micro_batch_size`` rows a forward.
     A model whose attention cannot take such a cache (``prefix_sharing_unsupported``) replays every context
     whole, with a logged reason.
 

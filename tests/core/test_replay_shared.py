@@ -185,3 +185,26 @@ def test_minus_branch_longer_than_full_waits_for_it(tiny_llama):
     q_ref, _ = replay_relevance(tiny_llama, [req], num_rewards=2, micro_batch_size=1, share_prefix=False)
     torch.testing.assert_close(q, q_ref, atol=2e-5, rtol=0)
     assert (q[0] > 0).any(dim=1).all()
+
+
+def test_responses_to_one_prompt_share_one_prefix_forward(tiny_llama):
+    """A GRPO group: several responses to one prompt, each with its own appended blocks (the SQLite error)
+    and a shared one (the reference query). The prompt runs once for the whole group."""
+    g = torch.Generator().manual_seed(6)
+    prompt, reference = rand_ids(g, 40), rand_ids(g, 5)
+    reqs = [request_from_ids(prompt, [rand_ids(g, 3 + i), reference], rand_ids(g, 6 + 2 * i), [0, 1] if i % 2 else [1],
+                             insert_at=37) for i in range(5)]
+    other = request_from_ids(rand_ids(g, 30), [rand_ids(g, 4), []], rand_ids(g, 5), [0])
+    reqs.insert(2, other)
+    shapes = []
+    hook = tiny_llama.model.embed_tokens.register_forward_hook(lambda m, args, out: shapes.append(args[0].shape))
+    try:
+        q, n = replay_relevance(tiny_llama, reqs, num_rewards=2, micro_batch_size=4)
+    finally:
+        hook.remove()
+    assert n == len(shapes) == count_forwards(reqs, 4)
+    prefix_forwards = [s for s in shapes if s[1] >= 29]
+    assert prefix_forwards == [torch.Size([2, 37])], shapes  # one row per prompt: the group's and the other one's
+    q_ref, _ = replay_relevance(tiny_llama, reqs, num_rewards=2, micro_batch_size=4, share_prefix=False)
+    torch.testing.assert_close(q, q_ref, atol=2e-5, rtol=0)
+    assert (q_ref > 0).sum() > 20
