@@ -323,9 +323,15 @@ def _logits(out: Any) -> torch.Tensor:
     return out.logits if hasattr(out, "logits") else out[0]
 
 
+def _mask_if_padded(attn: torch.Tensor, padded: bool) -> torch.Tensor | None:
+    """No mask when no row is padded: attention then takes its plain causal path (no mask work)."""
+    return attn if padded else None
+
+
 def _response_logits(model: Any, seqs: list[list[int]], keep: int, pad_id: int, device) -> torch.Tensor:
     ids, attn, pos = _left_pad(seqs, pad_id, device)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=keep, use_cache=False)
+    mask = _mask_if_padded(attn, len({len(s) for s in seqs}) > 1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep, use_cache=False)
     return _logits(out)[:, -keep:]
 
 
@@ -371,7 +377,8 @@ def _expanded_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], rows: torch
 def _prefix_cache(model: Any, group: list[_Shared], pad_id: int, device):
     """One forward over the group's prefixes -> (per-layer (keys, values), (G, P) left-padded prefix mask)."""
     ids, attn, pos = _left_pad([r.prefix for r in group], pad_id, device)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1, use_cache=True)
+    mask = _mask_if_padded(attn, len({len(r.prefix) for r in group}) > 1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1, use_cache=True)
     cache = getattr(out, "past_key_values", None)
     if cache is None or not hasattr(cache, "layers"):
         raise RuntimeError(f"the prefix forward returned no key/value cache ({type(cache).__name__}): "
@@ -386,12 +393,15 @@ def _branch_logits(model: Any, group: list[_Shared], rows: list[tuple[int, _Job]
     offsets = torch.tensor([len(group[j].prefix) for j, _ in rows], device=device)
     pos = pos + offsets[:, None]
     kwargs: dict[str, Any] = {}
+    padded = len({len(job.ids) for _, job in rows}) > 1
     if prefix is not None:
         layers, prefix_attn = prefix
         sel = torch.tensor([j for j, _ in rows], device=device)
         attn = torch.cat([prefix_attn.index_select(0, sel), attn], dim=1)
         kwargs["past_key_values"] = _expanded_cache(layers, sel)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=keep,
+        width = max(len(r.prefix) for r in group)  # the cache's width: shorter prefixes are left-padded in it
+        padded = padded or any(len(group[j].prefix) != width for j, _ in rows)
+    out = model(input_ids=ids, attention_mask=_mask_if_padded(attn, padded), position_ids=pos, logits_to_keep=keep,
                 use_cache=prefix is not None, **kwargs)
     return _logits(out)[:, -keep:]
 

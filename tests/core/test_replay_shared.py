@@ -208,3 +208,21 @@ def test_responses_to_one_prompt_share_one_prefix_forward(tiny_llama):
     q_ref, _ = replay_relevance(tiny_llama, reqs, num_rewards=2, micro_batch_size=4, share_prefix=False)
     torch.testing.assert_close(q, q_ref, atol=2e-5, rtol=0)
     assert (q_ref > 0).sum() > 20
+
+
+def test_unpadded_batches_run_without_a_mask(tiny_llama):
+    """Equal prompt, block and response lengths: no row is padded, so no forward needs a mask, and q is the same."""
+    g = torch.Generator().manual_seed(7)
+    reqs = [request_from_ids(rand_ids(g, 20), [rand_ids(g, 3), rand_ids(g, 3)], rand_ids(g, 6), [0, 1], insert_at=18)
+            for _ in range(4)]
+    masks = []
+    hook = tiny_llama.register_forward_pre_hook(lambda m, args, kwargs: masks.append(kwargs.get("attention_mask")),
+                                                with_kwargs=True)
+    try:
+        q, _ = replay_relevance(tiny_llama, reqs, num_rewards=2, micro_batch_size=4)
+    finally:
+        hook.remove()
+    assert masks and all(m is None for m in masks)
+    q_ref, _ = replay_relevance(tiny_llama, reqs, num_rewards=2, micro_batch_size=1, share_prefix=False)
+    torch.testing.assert_close(q, q_ref, atol=2e-5, rtol=0)
+    assert (q_ref > 0).sum() > 20
