@@ -8,6 +8,7 @@ Needs only PyTorch and transformers. Prints one table; run through ``benchmarks/
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -71,18 +72,37 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--models", nargs="+", default=None)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--group-size", type=int, default=8, help="responses per prompt (GRPO's n_samples_per_prompt)")
     ap.add_argument("--js-T", type=int, nargs="+", default=[512, 2048, 4096])
     args = ap.parse_args()
     t_start = time.time()
     cuda = args.device.startswith("cuda")
+    rows: list[tuple[str, str, str, str]] = []  # (check, model, setting, value)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))  # `timeout` stops us: still print what we have
+    try:
+        measure_all(args, cuda, rows)
+    finally:
+        print_table(rows, cuda, time.time() - t_start)
+
+
+def measure_all(args, cuda: bool, rows: list) -> None:
     configs = TINY if args.tiny else CONFIGS
     names = args.models or list(configs)
-    rows: list[tuple[str, str, str, str]] = []  # (check, model, setting, value)
+    vocab = configs[names[0]]["vocab_size"] if args.tiny else relevance_bench.QWEN_VOCAB
+    for T in ([16] if args.tiny else args.js_T):
+        m = {kind: relevance_bench.measure(kind, T, vocab, "bfloat16", 256, torch.get_num_threads(), args.device)
+             for kind in ("naive", "chunked")}
+        agree = abs(m["naive"]["checksum"] - m["chunked"]["checksum"]) <= 1e-3 * max(1.0, abs(m["naive"]["checksum"]))
+        rows.append(("JS chunked vs naive: time", f"V={vocab}", f"T={T}",
+                     f"{m['chunked']['seconds']:.3f}s vs {m['naive']['seconds']:.3f}s"))
+        rows.append(("JS chunked vs naive: peak extra memory", f"V={vocab}", f"T={T}",
+                     f"{m['chunked']['peak_extra_mib']:.0f} vs {m['naive']['peak_extra_mib']:.0f} MiB"
+                     f"{'' if agree else ' (DISAGREE)'}"))
 
     for name in names:
         bench = replay_overhead.parser().parse_args([
-            "--model", name, "--device", args.device, "--dtype", "bfloat16", "--batch", str(4 if args.tiny else
-                                                                                           args.batch),
+            "--model", name, "--device", args.device, "--dtype", "bfloat16",
+            "--batch", str(4 if args.tiny else args.batch), "--group-size", str(2 if args.tiny else args.group_size),
             "--replay-frac", "0.12", "0.21", "1.0", "--micro-batch", "4",
             "--repeats", "1" if args.tiny else "2", "--warmup", "0" if args.tiny else "1",
             "--clock", "wall" if cuda else "process"]
@@ -96,26 +116,23 @@ def main() -> None:
             setting = f"{r['shape']}, {r['frac']:.0%} of pairs"
             rows.append(("replay / GDPO actor work", name, setting, f"{r['replay'] / r['gdpo']:.1%}"))
             rows.append(("replay / floor", name, setting, f"{r['replay'] / r['floor']:.2f}"))
+            if cuda:
+                rows.append(("peak GPU memory in the replay (weights incl.)", name, setting,
+                             f"{r['replay_peak_gib']:.1f} GiB"))
         rows.append(("max |q shared - q unshared| (bf16)", name, "4 requests",
                      f"{shared_vs_unshared(model, configs[name]['vocab_size'], args.device, args.tiny):.2e}"))
         if cuda:
             peak = torch.cuda.max_memory_allocated() / 2**30
-            rows.append(("peak GPU memory", name, "replay + GDPO fwd/bwd", f"{peak:.1f} GiB"))
+            rows.append(("peak GPU memory, all", name, "model + GDPO fwd/bwd + replay", f"{peak:.1f} GiB"))
         del model
 
-    vocab = configs[names[0]]["vocab_size"] if args.tiny else relevance_bench.QWEN_VOCAB
-    for T in ([16] if args.tiny else args.js_T):
-        m = {kind: relevance_bench.measure(kind, T, vocab, "bfloat16", 256, torch.get_num_threads(), args.device)
-             for kind in ("naive", "chunked")}
-        agree = abs(m["naive"]["checksum"] - m["chunked"]["checksum"]) <= 1e-3 * max(1.0, abs(m["naive"]["checksum"]))
-        rows.append(("JS chunked vs naive: time", f"V={vocab}", f"T={T}",
-                     f"{m['chunked']['seconds']:.3f}s vs {m['naive']['seconds']:.3f}s"))
-        rows.append(("JS chunked vs naive: peak extra memory", f"V={vocab}", f"T={T}",
-                     f"{m['chunked']['peak_extra_mib']:.0f} vs {m['naive']['peak_extra_mib']:.0f} MiB"
-                     f"{'' if agree else ' (DISAGREE)'}"))
 
+def print_table(rows: list, cuda: bool, seconds: float) -> None:
     device_name = torch.cuda.get_device_name() if cuda else f"cpu ({torch.backends.cpu.get_cpu_capability()})"
-    print(f"\n== GPU check: {device_name}, bf16, torch {torch.__version__}, {time.time() - t_start:.0f}s ==")
+    print(f"\n== GPU check: {device_name}, bf16, torch {torch.__version__}, {seconds:.0f}s ==", flush=True)
+    if not rows:
+        print("(nothing measured)")
+        return
     widths = [max(len(r[i]) for r in rows + [("check", "model", "setting", "value")]) for i in range(4)]
     line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
     print(line(("check", "model", "setting", "value")))

@@ -257,12 +257,17 @@ def run(args, model=None) -> list[dict]:
                                                args.group_size, g)
             replay = lambda share: replay_relevance(model, reqs, num_rewards=args.rewards,  # noqa: E731
                                                     micro_batch_size=args.micro_batch, share_prefix=share)
+            cuda = args.device.startswith("cuda")
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
             t_replay = timed(lambda: replay(True))
+            replay_peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
             t_unshared = timed(lambda: replay(False)) if args.unshared else float("nan")
             items = floor_items(reqs, prompt_of)
             t_floor = timed(lambda: floor_work(model, items, args.micro_batch, args.device))
             row = dict(shape=shape["label"], frac=frac, pairs=n, replay=t_replay, unshared=t_unshared,
-                       floor=t_floor, gdpo=t_gdpo, forwards=count_forwards(reqs, args.micro_batch))
+                       floor=t_floor, gdpo=t_gdpo, forwards=count_forwards(reqs, args.micro_batch),
+                       replay_peak_gib=replay_peak)
             results.append(row)
             print(f"{n:>6}/{n_pairs:<4} {frac:>4.0%} | {row['forwards']:>4} | {t_replay:>8.3f} | {t_unshared:>10.3f} | "
                   f"{t_floor:>8.3f} | {t_replay / t_floor:>12.2f} | {t_replay / t_gdpo:>11.1%} | "
