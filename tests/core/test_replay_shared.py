@@ -226,3 +226,15 @@ def test_unpadded_batches_run_without_a_mask(tiny_llama):
     q_ref, _ = replay_relevance(tiny_llama, reqs, num_rewards=2, micro_batch_size=1, share_prefix=False)
     torch.testing.assert_close(q, q_ref, atol=2e-5, rtol=0)
     assert (q_ref > 0).sum() > 20
+
+
+def test_eager_attention_shares_the_prefix_too(tiny_llama):
+    import copy
+
+    model = copy.deepcopy(tiny_llama)
+    model.set_attn_implementation("eager")
+    assert prefix_sharing_unsupported(model) is None
+    reqs = mixed_requests(seed=2)
+    q, _ = replay_relevance(model, reqs, num_rewards=3, micro_batch_size=3)
+    q_ref, _ = replay_relevance(tiny_llama, reqs, num_rewards=3, micro_batch_size=3, share_prefix=False)
+    torch.testing.assert_close(q, q_ref, atol=2e-5, rtol=0)
