@@ -1,7 +1,8 @@
 """JS relevance: chunked (mrtpo_openrlhf.core.js_relevance) vs a naive full-softmax computation.
 
 Each measurement runs in a fresh subprocess. Peak extra memory is the process's peak RSS (VmHWM, reset
-through /proc/self/clear_refs once the two input logit tensors exist) minus its RSS at that moment.
+through /proc/self/clear_refs once the two input logit tensors exist) minus its RSS at that moment; on
+CUDA (``--device cuda``) the peak allocated memory above what the inputs hold.
 
     python benchmarks/relevance.py                 # T in {512, 2048, 4096}, V = 151,936 (Qwen)
     python benchmarks/relevance.py --T 512 --dtype float32
@@ -44,32 +45,43 @@ def naive_js(a, b, temperature=1.0):
     return (0.5 * (kl_pm + kl_qm) / math.log(2)).clamp(0, 1).sqrt()
 
 
-def measure(kind: str, T: int, V: int, dtype: str, chunk: int, threads: int) -> dict:
+def measure(kind: str, T: int, V: int, dtype: str, chunk: int, threads: int, device: str = "cpu") -> dict:
+    """One JS computation over (T, V) logits. CPU: peak RSS; CUDA: peak allocated memory (in-process)."""
     import torch
 
     from mrtpo_openrlhf.core import js_relevance
 
     torch.set_num_threads(threads)
+    cuda = device.startswith("cuda")
     g = torch.Generator().manual_seed(0)
-    a = torch.empty(T, V, dtype=getattr(torch, dtype))
+    a = torch.empty(T, V, dtype=getattr(torch, dtype), device=device)
     b = torch.empty_like(a)
     for s in range(0, T, 64):  # fill in slices: no full-size fp32 temporaries before the measurement
         x = torch.randn(min(64, T - s), V, generator=g) * 2
-        a[s:s + 64] = x
-        b[s:s + 64] = x + torch.randn(x.shape, generator=g)
-    _reset_peak()
-    base = _status_mib("VmRSS")
+        a[s:s + 64] = x.to(device)
+        b[s:s + 64] = (x + torch.randn(x.shape, generator=g)).to(device)
+    if cuda:
+        js_relevance(a[:1], b[:1], chunk_size=chunk)  # kernels loaded before the clock starts
+        naive_js(a[:1], b[:1])
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated() / 2**20
+    else:
+        _reset_peak()
+        base = _status_mib("VmRSS")
     t0 = time.perf_counter()
     out = naive_js(a, b) if kind == "naive" else js_relevance(a, b, chunk_size=chunk)
+    if cuda:
+        torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
-    peak = _status_mib("VmHWM")
+    peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else _status_mib("VmHWM")
     return {"kind": kind, "T": T, "seconds": elapsed, "peak_extra_mib": max(0.0, peak - base),
             "checksum": float(out.double().sum())}
 
 
-def run_child(kind, T, V, dtype, chunk, threads):
+def run_child(kind, T, V, dtype, chunk, threads, device="cpu"):
     cmd = [sys.executable, __file__, "--child", kind, "--T", str(T), "--V", str(V), "--dtype", dtype,
-           "--chunk", str(chunk), "--threads", str(threads)]
+           "--chunk", str(chunk), "--threads", str(threads), "--device", device]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         return {"kind": kind, "T": T, "error": (res.stderr.strip().splitlines() or ["killed"])[-1]}
@@ -83,10 +95,11 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--child", choices=["naive", "chunked"])
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(measure(args.child, args.T[0], args.V, args.dtype, args.chunk, args.threads)))
+        print(json.dumps(measure(args.child, args.T[0], args.V, args.dtype, args.chunk, args.threads, args.device)))
         return
     chunk_mib = args.chunk * args.V * 4 / 2**20
     print(f"JS relevance, V={args.V}, inputs {args.dtype}, chunk={args.chunk} positions "
@@ -94,8 +107,8 @@ def main() -> None:
     print(f"{'T':>6} | {'naive s':>8} {'naive MiB':>10} | {'chunked s':>9} {'chunked MiB':>11} | "
           f"{'time ratio':>10} {'mem ratio':>9} {'chunked MiB / chunk':>19} | agree")
     for T in args.T:
-        naive = run_child("naive", T, args.V, args.dtype, args.chunk, args.threads)
-        chunked = run_child("chunked", T, args.V, args.dtype, args.chunk, args.threads)
+        naive = run_child("naive", T, args.V, args.dtype, args.chunk, args.threads, args.device)
+        chunked = run_child("chunked", T, args.V, args.dtype, args.chunk, args.threads, args.device)
         if "error" in naive or "error" in chunked:
             print(f"{T:>6} | naive: {naive.get('error', 'ok')} | chunked: {chunked.get('error', 'ok')}")
             continue

@@ -1,21 +1,35 @@
-"""Replay cost against a GDPO step on the same model, measured side by side in one run.
+"""Replay cost against a GDPO step's actor work and against the replay's floor, on one model in one run.
 
 A GDPO step on the actor is (at least) the experience maker's log-prob forward plus the PPO
-forward+backward over the same sequences; MRTPO adds the replay forwards of the (response, reward)
-pairs whose advantage is non-zero (12-21% of pairs in the paper). This times both with random token
-ids on a real model and prints the overhead ratio. Generation (vLLM) and the optimizer step are
-left out, so the printed share is an upper bound on the step-time overhead.
+forward+backward over the same sequences; MRTPO adds the replay of the (response, reward) pairs whose
+advantage is non-zero (12-21% of pairs in the paper). The floor is the least work that replay needs:
+one forward over the prefix the contexts share (per prompt: its responses all share the prompt), then
+1 + K' forwards per replayed response over the block and response positions on that cache, logits at
+response positions only, no padding and no JS.
+Generation (vLLM) and the optimizer step are left out, so replay / GDPO is an upper bound on the
+step-time overhead. Times are the best of ``--repeats`` (robust to other load on the machine).
 
-    python benchmarks/replay_overhead.py --model tiny            # seconds, a tiny random Llama
-    python benchmarks/replay_overhead.py --model smollm2         # SmolLM2-135M-Instruct (CPU: minutes)
+Shapes: ``sql`` = prompt 1,024, K blocks of 64 appended at the end of the user turn (before a 5-token
+chat suffix), response 256; ``if`` = prompt 256, K blocks of 24 inline (inserted at token 128),
+response 512. The last line is a one-line summary for scripts, e.g.
+``replay/floor 1.08 replay/GDPO 9.4% (tiny, SQL-like, 21% of pairs)``.
+
+    python benchmarks/replay_overhead.py --model tiny                    # tiny random Llama, minutes on CPU
+    python benchmarks/replay_overhead.py --model smollm2 --gdpo-batch 4  # SmolLM2-135M
     python benchmarks/replay_overhead.py --model /path/to/Qwen2.5-Coder-3B-Instruct --device cuda --batch 64
 """
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 
 import torch
+
+SHAPES = {  # prompt, block length, insert position (negative: from the end), response
+    "sql": dict(prompt=1024, block=64, insert=-5, response=256, label="SQL-like"),
+    "if": dict(prompt=256, block=24, insert=128, response=512, label="IF-like"),
+}
 
 
 def load_model(name: str, device: str, dtype: torch.dtype):
@@ -33,7 +47,7 @@ def load_model(name: str, device: str, dtype: torch.dtype):
             name = str(ensure_smollm2())
         model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
     model.config._attn_implementation = "sdpa"
-    return model.to(device=device, dtype=dtype)
+    return model.to(device=device, dtype=dtype).eval()
 
 
 def sync(device: str) -> None:
@@ -41,79 +55,230 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_it(fn, device: str, repeats: int) -> float:
-    fn()  # warm-up
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(repeats):
+CLOCK = {"wall": time.perf_counter, "process": time.process_time}
+clock = time.perf_counter
+
+
+def time_it(fn, device: str, repeats: int, warmup: int = 1) -> float:
+    """Best of ``repeats`` timed calls after ``warmup`` untimed ones."""
+    for _ in range(warmup):
         fn()
-    sync(device)
-    return (time.perf_counter() - t0) / repeats
+    best = float("inf")
+    for _ in range(repeats):
+        sync(device)
+        t0 = clock()
+        fn()
+        sync(device)
+        best = min(best, clock() - t0)
+    return best
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="tiny")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--prompt-len", type=int, default=192)
-    ap.add_argument("--response-len", type=int, default=128)
-    ap.add_argument("--rewards", type=int, default=3)
-    ap.add_argument("--block-len", type=int, default=24)
-    ap.add_argument("--replay-frac", type=float, nargs="+", default=[0.12, 0.21, 1.0])
-    ap.add_argument("--micro-batch", type=int, default=4)
-    ap.add_argument("--repeats", type=int, default=2)
-    args = ap.parse_args()
-
-    from mrtpo_openrlhf.core import count_forwards, replay_relevance, request_from_ids
-
-    dtype = getattr(torch, args.dtype)
-    model = load_model(args.model, args.device, dtype)
-    vocab = model.config.vocab_size
-    g = torch.Generator().manual_seed(0)
-    ids = lambda n: torch.randint(10, vocab, (n,), generator=g).tolist()  # noqa: E731
-    prompts = [ids(args.prompt_len) for _ in range(args.batch)]
-    responses = [ids(args.response_len) for _ in range(args.batch)]
-    blocks = [[ids(args.block_len) for _ in range(args.rewards)] for _ in range(args.batch)]
-    seqs = torch.tensor([p + r for p, r in zip(prompts, responses)], device=args.device)
+def gdpo_actor_work(model, seqs: torch.Tensor, n_response: int, micro_batch: int):
+    """Log-prob forward + PPO forward/backward over ``seqs`` (N, L), full logits as upstream computes them."""
 
     def logprob_forward():
         with torch.no_grad():
-            for s in seqs.split(args.micro_batch):
+            for s in seqs.split(micro_batch):
                 model(input_ids=s).logits.float().log_softmax(-1)
 
     def train_forward_backward():
         model.train()
-        for s in seqs.split(args.micro_batch):
+        for s in seqs.split(micro_batch):
             logits = model(input_ids=s).logits.float()
             logp = logits[:, :-1].log_softmax(-1).gather(-1, s[:, 1:, None]).squeeze(-1)
-            (-logp[:, -args.response_len:].mean()).backward()
+            (-logp[:, -n_response:].mean()).backward()
         model.zero_grad(set_to_none=True)
         model.eval()
 
-    model.eval()
-    t_logp = time_it(logprob_forward, args.device, args.repeats)
-    t_train = time_it(train_forward_backward, args.device, args.repeats)
-    t_gdpo = t_logp + t_train
-    n_pairs = args.batch * args.rewards
+    return logprob_forward, train_forward_backward
+
+
+@dataclass
+class FloorItem:
+    prefix: list[int]
+    branches: list[list[int]]  # tokens after the prefix + response[:-1], one per context of each response
+    n_response: int
+
+
+def floor_items(requests, prompt_of: list[int]) -> list[FloorItem]:
+    """Per prompt, the prefix every context of its replayed responses shares, and every context's branch."""
+    from mrtpo_openrlhf.core import shared_prefix_length
+
+    by_prompt: dict[int, list] = {}
+    for req, pid in zip(requests, prompt_of):
+        by_prompt.setdefault(pid, []).append(req)
+    items = []
+    for reqs in by_prompt.values():
+        ctxs = [(c, list(r.response_ids)) for r in reqs
+                for c in [list(r.full_context)] + [list(m) for m in r.minus_contexts.values()]]
+        p = shared_prefix_length([c for c, _ in ctxs])
+        items.append(FloorItem(ctxs[0][0][:p], [c[p:] + resp[:-1] for c, resp in ctxs],
+                               max(len(resp) for _, resp in ctxs)))
+    return items
+
+
+@torch.no_grad()
+def floor_work(model, items: list[FloorItem], micro_batch: int, device: str) -> int:
+    """The least replay work: per ``micro_batch`` responses one prefix forward, then every branch on a copy
+    of that cache, rows of equal length batched (no padding, so no masks), logits at response positions
+    only; no JS. Returns the number of forwards."""
+    from transformers import DynamicCache
+
+    forwards = 0
+    for s in range(0, len(items), micro_batch):
+        group = items[s:s + micro_batch]
+        by_prefix: dict[int, list[int]] = {}
+        for j, it in enumerate(group):
+            by_prefix.setdefault(len(it.prefix), []).append(j)
+        caches: dict[int, tuple[list, int]] = {}  # position in group -> (layers, row in them)
+        for plen, js in by_prefix.items():
+            out = model(input_ids=torch.tensor([group[j].prefix for j in js], device=device), logits_to_keep=1,
+                        use_cache=True)
+            forwards += 1
+            layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+            for r, j in enumerate(js):
+                caches[j] = (layers, r)
+        rows: dict[tuple[int, int], list[tuple[int, list[int]]]] = {}  # (prefix len, branch len) -> rows
+        for j, it in enumerate(group):
+            for b in it.branches:
+                rows.setdefault((len(it.prefix), len(b)), []).append((j, b))
+        for (plen, _), same in rows.items():
+            for t in range(0, len(same), micro_batch):
+                chunk = same[t:t + micro_batch]
+                layers = caches[chunk[0][0]][0]
+                sel = torch.tensor([caches[j][1] for j, _ in chunk], device=device)
+                past = DynamicCache([(k.index_select(0, sel), v.index_select(0, sel)) for k, v in layers])
+                ids = torch.tensor([b for _, b in chunk], device=device)
+                pos = plen + torch.arange(ids.shape[1], device=device).expand_as(ids)
+                keep = max(group[j].n_response for j, _ in chunk)
+                model(input_ids=ids, position_ids=pos, past_key_values=past, use_cache=True, logits_to_keep=keep)
+                forwards += 1
+    return forwards
+
+
+def make_requests(prompts, blocks, responses, insert_at, frac, n_rewards, group_size, g):
+    """Random (response, reward) pairs to replay; response i answers prompt i // group_size.
+
+    Returns (number of pairs, requests, prompt index of each request)."""
+    from mrtpo_openrlhf.core import request_from_ids
+
+    n_pairs = len(responses) * n_rewards
+    n = max(1, round(frac * n_pairs))
+    per_row: dict[int, list[int]] = {}
+    for j in torch.randperm(n_pairs, generator=g)[:n].tolist():
+        i, k = divmod(j, n_rewards)
+        per_row.setdefault(i, []).append(k)
+    rows = sorted(per_row.items())
+    reqs = [request_from_ids(prompts[i // group_size], blocks[i], responses[i], sorted(ks), insert_at)
+            for i, ks in rows]
+    return n, reqs, [i // group_size for i, _ in rows]
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    ap.add_argument("--shape", nargs="+", default=["sql", "if"], choices=sorted(SHAPES))
+    ap.add_argument("--batch", type=int, default=16, help="responses per step")
+    ap.add_argument("--gdpo-batch", type=int, default=None,
+                    help="time the GDPO actor work on this many responses and scale to --batch (linear)")
+    ap.add_argument("--prompt-len", type=int, default=None, help="override the shape's prompt length")
+    ap.add_argument("--response-len", type=int, default=None, help="override the shape's response length")
+    ap.add_argument("--block-len", type=int, default=None, help="override the shape's block length")
+    ap.add_argument("--group-size", type=int, default=1,
+                    help="responses per prompt (GRPO's n_samples_per_prompt); 1: every response its own prompt")
+    ap.add_argument("--rewards", type=int, default=3)
+    ap.add_argument("--replay-frac", type=float, nargs="+", default=[0.12, 0.21, 1.0])
+    ap.add_argument("--summary-frac", type=float, default=0.21)
+    ap.add_argument("--micro-batch", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--clock", default="wall", choices=sorted(CLOCK),
+                    help="process: this process's CPU time (with --threads 1, robust on a shared CPU)")
+    ap.add_argument("--unshared", action="store_true", help="also time the replay without prefix sharing")
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    run(args)
+
+
+def run(args, model=None) -> list[dict]:
+    """Prints the table and the summary line; returns one dict per (shape, fraction).
+
+    ``model``: an already built model (``args.model`` is then only its name in the output).
+    """
+    from mrtpo_openrlhf.core import count_forwards, replay_relevance
+
+    global clock
+    clock = CLOCK[args.clock]
+    timed = lambda fn: time_it(fn, args.device, args.repeats, args.warmup)  # noqa: E731
+
+    if model is None:
+        model = load_model(args.model, args.device, getattr(torch, args.dtype))
+    vocab = model.config.vocab_size
+    results = []
     print(f"model={args.model} device={args.device} dtype={args.dtype} batch={args.batch} "
-          f"prompt={args.prompt_len} response={args.response_len} K={args.rewards}")
-    print(f"GDPO actor work per step: log-prob forward {t_logp:.3f}s + train fwd/bwd {t_train:.3f}s = {t_gdpo:.3f}s")
-    print(f"{'replayed pairs':>15} | {'forwards':>8} | {'replay s':>8} | {'replay / GDPO step':>18}")
-    for frac in args.replay_frac:
-        n = max(1, round(frac * n_pairs))
-        chosen = [divmod(j, args.rewards) for j in torch.randperm(n_pairs, generator=g)[:n].tolist()]
-        per_row: dict[int, list[int]] = {}
-        for i, k in chosen:
-            per_row.setdefault(i, []).append(k)
-        reqs = [request_from_ids(prompts[i], blocks[i], responses[i], sorted(ks)) for i, ks in per_row.items()]
-        t_replay = time_it(lambda: replay_relevance(model, reqs, num_rewards=args.rewards,
-                                                    micro_batch_size=args.micro_batch), args.device, args.repeats)
-        print(f"{n:>6}/{n_pairs:<4} {frac:>4.0%} | {count_forwards(reqs, args.micro_batch):>8} | {t_replay:>8.3f} | "
-              f"{t_replay / t_gdpo:>17.1%}")
+          f"group_size={args.group_size} K={args.rewards} "
+          f"micro_batch={args.micro_batch} threads={torch.get_num_threads()} clock={args.clock} "
+          f"cpu={torch.backends.cpu.get_cpu_capability()}")
+    for shape_name in args.shape:
+        shape = SHAPES[shape_name]
+        plen = args.prompt_len or shape["prompt"]
+        rlen = args.response_len or shape["response"]
+        blen = args.block_len or shape["block"]
+        insert_at = plen + shape["insert"] if shape["insert"] < 0 else min(shape["insert"], plen)
+        g = torch.Generator().manual_seed(0)
+        ids = lambda n: torch.randint(10, vocab, (n,), generator=g).tolist()  # noqa: E731
+        prompts = [ids(plen) for _ in range(-(-args.batch // args.group_size))]
+        responses = [ids(rlen) for _ in range(args.batch)]
+        blocks = [[ids(blen) for _ in range(args.rewards)] for _ in range(args.batch)]
+        full = [prompts[i // args.group_size][:insert_at] + sum(b, []) + prompts[i // args.group_size][insert_at:]
+                for i, b in enumerate(blocks)]
+        n_gdpo = args.gdpo_batch or args.batch
+        seqs = torch.tensor([f + r for f, r in zip(full[:n_gdpo], responses)], device=args.device)
+        logp, train = gdpo_actor_work(model, seqs, rlen, args.micro_batch)
+        scale = args.batch / n_gdpo
+        t_gdpo = (timed(logp) + timed(train)) * scale
+        print(f"\n{shape['label']}: prompt {plen} + {args.rewards} blocks of {blen} (at token {insert_at}), "
+              f"response {rlen}")
+        print(f"GDPO actor work per step (log-prob forward + train fwd/bwd, {args.batch} responses"
+              f"{'' if scale == 1 else f', timed on {n_gdpo} and scaled'}): {t_gdpo:.3f}s")
+        print(f"{'replayed pairs':>15} | {'fwd':>4} | {'replay s':>8} | {'unshared s':>10} | {'floor s':>8} | "
+              f"{'replay/floor':>12} | {'replay/GDPO':>11} | {'unshared/GDPO':>13}")
+        n_pairs = args.batch * args.rewards
+        for frac in args.replay_frac:
+            n, reqs, prompt_of = make_requests(prompts, blocks, responses, insert_at, frac, args.rewards,
+                                               args.group_size, g)
+            replay = lambda share: replay_relevance(model, reqs, num_rewards=args.rewards,  # noqa: E731
+                                                    micro_batch_size=args.micro_batch, share_prefix=share)
+            cuda = args.device.startswith("cuda")
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            t_replay = timed(lambda: replay(True))
+            replay_peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
+            t_unshared = timed(lambda: replay(False)) if args.unshared else float("nan")
+            items = floor_items(reqs, prompt_of)
+            t_floor = timed(lambda: floor_work(model, items, args.micro_batch, args.device))
+            row = dict(shape=shape["label"], frac=frac, pairs=n, replay=t_replay, unshared=t_unshared,
+                       floor=t_floor, gdpo=t_gdpo, forwards=count_forwards(reqs, args.micro_batch),
+                       replay_peak_gib=replay_peak)
+            results.append(row)
+            print(f"{n:>6}/{n_pairs:<4} {frac:>4.0%} | {row['forwards']:>4} | {t_replay:>8.3f} | {t_unshared:>10.3f} | "
+                  f"{t_floor:>8.3f} | {t_replay / t_floor:>12.2f} | {t_replay / t_gdpo:>11.1%} | "
+                  f"{t_unshared / t_gdpo:>13.1%}")
     if args.device.startswith("cuda"):
         print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
+    pick = [r for r in results if abs(r["frac"] - args.summary_frac) < 1e-9] or results
+    s = pick[0]
+    print(f"replay/floor {s['replay'] / s['floor']:.2f} replay/GDPO {s['replay'] / s['gdpo']:.1%} "
+          f"({args.model}, {s['shape']}, {s['frac']:.0%} of pairs)")
+    return results
 
 
 if __name__ == "__main__":

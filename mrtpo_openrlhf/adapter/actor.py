@@ -24,7 +24,10 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
     ) -> torch.Tensor:
         """q (len(requests), num_rewards, T) for this rank's share of the replay.
 
-        ``min_forwards`` is the same on every rank, so ZeRO-3's collective parameter gathers line up.
+        ``min_forwards`` is the same on every rank (the max of ``count_forwards`` over ranks, prefix
+        forwards included), so ZeRO-3's collective parameter gathers line up. The prefix-shared replay
+        runs on the engine's HF module; a rank whose model cannot take a KV cache replays unshared (fewer
+        forwards) and pads with dummies up to the same count.
         """
         self.actor.eval()
         try:

@@ -28,10 +28,12 @@ from .replay import (
     inline_blocks,
     localization,
     pairs_to_replay,
+    prefix_sharing_unsupported,
     replay_relevance,
     request_for_rollout,
     request_from_ids,
     request_from_text,
+    shared_prefix_length,
     tokenize_blocks,
     tokens_for_mass,
 )

@@ -5,17 +5,23 @@ For response i, ``full`` = prompt with every verifier block, ``minus_k`` = the s
 re-tokenized. Only response positions get logits (``logits_to_keep``), and the JS distance is taken
 in position chunks, so memory stays at a few contexts' response logits.
 
-Contexts are streamed in micro-batches in the order full_i, minus_{i,k1}, minus_{i,k2}, ..., so the
-``full`` logits of one response are kept only until its last pair is done.
+The contexts of one response share everything before the first token where they differ (for appended
+blocks the whole prompt): that prefix runs once and its key/value cache is copied into each branch
+(``replay_relevance``, ``share_prefix``). Branches are streamed in micro-batches in the order full_i,
+minus_{i,k1}, minus_{i,k2}, ..., so the ``full`` logits of one response are kept only until its last
+pair is done.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 import torch
 
 from .relevance import DEFAULT_CHUNK_SIZE, js_relevance
+
+_log = logging.getLogger(__name__)
 
 JOINT = -1  # key of the joint ablation's single "all blocks removed" context
 
@@ -252,24 +258,135 @@ class _Job:
     n_response: int
 
 
+def _contexts(req: ReplayRequest) -> list[tuple[int | None, list[int]]]:
+    """[(None, full), (k, minus_k), ...] for the minus contexts that differ from full; [] when nothing to replay.
+
+    A context equal to full has q exactly 0: no forward needed.
+    """
+    full = list(req.full_context)
+    minus = [(k, list(ctx)) for k, ctx in req.minus_contexts.items() if list(ctx) != full]
+    if not req.response_ids or not minus:
+        return []
+    return [(None, full), *minus]
+
+
 def _jobs(requests: Sequence[ReplayRequest]) -> Iterator[_Job]:
     for i, req in enumerate(requests):
         n = len(req.response_ids)
-        full = list(req.full_context)
-        # A context equal to full has q exactly 0: no forward needed.
-        minus = [(k, list(ctx)) for k, ctx in req.minus_contexts.items() if list(ctx) != full]
-        if n == 0 or not minus:
-            continue
         resp = list(req.response_ids[:-1])  # the last token is predicted, never input
-        yield _Job(i, None, full + resp, n)
-        for k, ctx in minus:
+        for k, ctx in _contexts(req):
             yield _Job(i, k, ctx + resp, n)
 
 
-def count_forwards(requests: Sequence[ReplayRequest], micro_batch_size: int) -> int:
-    """Number of model forwards ``replay_relevance`` runs (for agreeing on a fixed count across ranks)."""
-    n_jobs = sum(1 for _ in _jobs(requests))
-    return -(-n_jobs // micro_batch_size)
+def shared_prefix_length(contexts: Sequence[Sequence[int]]) -> int:
+    """Leading tokens every context shares, leaving at least the last token of each (it predicts response
+    token 0, so it must be recomputed in every branch)."""
+    if not contexts:
+        return 0
+    limit = min(len(c) for c in contexts) - 1
+    first = contexts[0]
+    n = 0
+    while n < limit and all(c[n] == first[n] for c in contexts[1:]):
+        n += 1
+    return max(n, 0)
+
+
+@dataclass
+class _Shared:
+    """Responses whose contexts all start with ``prefix`` (one response, or several sampled from one prompt),
+    with one branch (a ``_Job`` over the tokens after the prefix) per context, listed response by response."""
+
+    prefix: list[int]
+    branches: list[_Job]
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+# Responses join one prefix forward when the prefix they share covers this much of each one's own shared
+# prefix (the responses of one prompt share the whole prompt; their own blocks after it are recomputed per branch).
+_JOIN_SHARE = 0.75
+
+
+def _shared(requests: Sequence[ReplayRequest]) -> list[_Shared]:
+    """Each response's contexts cut at the prefix they share; responses sharing most of it (same prompt) merged."""
+    items = []
+    for i, req in enumerate(requests):
+        contexts = _contexts(req)
+        if contexts:
+            p = shared_prefix_length([ctx for _, ctx in contexts])
+            items.append((contexts[0][1][:p], i, contexts))
+    items.sort(key=lambda item: (item[0], item[1]))  # lexicographic: responses to one prompt end up adjacent
+    clusters: list[tuple[list[int], list[tuple[int, list]]]] = []
+    for prefix, i, contexts in items:
+        if clusters:
+            shared, members = clusters[-1]
+            n = _common_length(shared, prefix)
+            if n > 0 and n >= _JOIN_SHARE * max(len(shared), len(prefix)):
+                clusters[-1] = (shared[:n], members + [(i, contexts)])
+                continue
+        clusters.append((prefix, [(i, contexts)]))
+    out = []
+    for prefix, members in clusters:
+        p = len(prefix)
+        branches = []
+        for i, contexts in members:
+            resp = list(requests[i].response_ids)
+            branches += [_Job(i, k, ctx[p:] + resp[:-1], len(resp)) for k, ctx in contexts]
+        out.append(_Shared(prefix, branches))
+    return out
+
+
+_LENGTH_BUCKET = 32  # prefix lengths this close count as equal, so the branch length decides the order
+
+
+_Plan = list[tuple[list[_Shared], list[list[tuple[int, _Job]]]]]
+
+
+def _plan(requests: Sequence[ReplayRequest], micro_batch_size: int) -> _Plan:
+    """Forward groups: up to ``micro_batch_size`` prefixes of similar length (one prefix forward), then their
+    branches as micro-batches of up to ``micro_batch_size`` rows (position in group, branch).
+
+    Branches are taken ``micro_batch_size`` responses at a time (so at most that many responses' full logits
+    wait for their minus branches), longest first within them, so rows of equal length share a forward.
+    """
+    clusters = sorted(_shared(requests), key=lambda c: (len(c.prefix) // _LENGTH_BUCKET,
+                                                        max(len(b.ids) for b in c.branches), c.branches[0].request))
+    plan = []
+    for s in range(0, len(clusters), micro_batch_size):
+        group = clusters[s:s + micro_batch_size]
+        responses: dict[int, list[tuple[int, _Job]]] = {}
+        for j, c in enumerate(group):
+            for b in c.branches:
+                responses.setdefault(b.request, []).append((j, b))
+        ordered = sorted(responses.values(), key=lambda rows: -max(len(b.ids) for _, b in rows))
+        batches = []
+        for w in range(0, len(ordered), micro_batch_size):
+            rows = sorted((row for rows in ordered[w:w + micro_batch_size] for row in rows),
+                          key=lambda row: (-len(row[1].ids), row[1].reward is not None))
+            batches += [rows[t:t + micro_batch_size] for t in range(0, len(rows), micro_batch_size)]
+        plan.append((group, batches))
+    return plan
+
+
+def count_forwards(requests: Sequence[ReplayRequest], micro_batch_size: int, share_prefix: bool = True) -> int:
+    """Number of model forwards ``replay_relevance`` runs (for agreeing on a fixed count across ranks).
+
+    The prefix-shared count (one prefix forward per group plus its branch forwards) is never below the
+    unshared one, so it is a safe ``min_forwards`` for a rank that falls back to the unshared replay.
+    """
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+    if not share_prefix:
+        n_jobs = sum(1 for _ in _jobs(requests))
+        return -(-n_jobs // micro_batch_size)
+    return sum(int(any(r.prefix for r in group)) + len(batches) for group, batches in _plan(requests, micro_batch_size))
 
 
 def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -285,11 +402,20 @@ def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor,
     return ids.to(device), attn.to(device), pos.to(device)
 
 
+def _logits(out: Any) -> torch.Tensor:
+    return out.logits if hasattr(out, "logits") else out[0]
+
+
+def _mask_if_padded(attn: torch.Tensor, padded: bool) -> torch.Tensor | None:
+    """No mask when no row is padded: attention then takes its plain causal path (no mask work)."""
+    return attn if padded else None
+
+
 def _response_logits(model: Any, seqs: list[list[int]], keep: int, pad_id: int, device) -> torch.Tensor:
     ids, attn, pos = _left_pad(seqs, pad_id, device)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=keep, use_cache=False)
-    logits = out.logits if hasattr(out, "logits") else out[0]
-    return logits[:, -keep:]
+    mask = _mask_if_padded(attn, len({len(s) for s in seqs}) > 1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep, use_cache=False)
+    return _logits(out)[:, -keep:]
 
 
 def _model_device(model: Any) -> torch.device:
@@ -297,6 +423,103 @@ def _model_device(model: Any) -> torch.device:
         return next(model.parameters()).device
     except (StopIteration, AttributeError):
         return torch.device("cpu")
+
+
+# Attention implementations that take a 2-D mask over cache + new tokens (padding anywhere) with explicit
+# position ids. Flash-attention's varlen path aligns its causal mask bottom-right, which is what branches need.
+CACHE_ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
+
+
+def prefix_sharing_unsupported(model: Any) -> str | None:
+    """Why ``model`` cannot take the prefix-shared replay, or None when it can."""
+    module = getattr(model, "module", model)  # a DeepSpeed engine wraps the HF model
+    cfg = getattr(module, "config", None)
+    if cfg is None:
+        return "the model has no transformers config"
+    if getattr(cfg, "is_encoder_decoder", False):
+        return "encoder-decoder model"
+    text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+    attn = getattr(text, "_attn_implementation", None) or getattr(cfg, "_attn_implementation", None)
+    if attn not in CACHE_ATTENTION:
+        return f"attention implementation {attn!r} is not one of {CACHE_ATTENTION}"
+    kinds = set(getattr(text, "layer_types", None) or ["full_attention"])
+    if kinds != {"full_attention"}:
+        return f"layer types {sorted(kinds)}: only full-attention layers keep a plain key/value cache"
+    if getattr(text, "use_sliding_window", False) and getattr(text, "sliding_window", None):
+        return "sliding-window attention"
+    return None
+
+
+def _expanded_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], rows: torch.Tensor):
+    """A fresh DynamicCache holding rows ``rows`` of the prefix keys/values (copied, never recomputed)."""
+    from transformers import DynamicCache
+
+    return DynamicCache([(k.index_select(0, rows), v.index_select(0, rows)) for k, v in layers])
+
+
+def _prefix_cache(model: Any, group: list[_Shared], pad_id: int, device):
+    """One forward over the group's prefixes -> (per-layer (keys, values), (G, P) left-padded prefix mask)."""
+    ids, attn, pos = _left_pad([r.prefix for r in group], pad_id, device)
+    mask = _mask_if_padded(attn, len({len(r.prefix) for r in group}) > 1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1, use_cache=True)
+    cache = getattr(out, "past_key_values", None)
+    if cache is None or not hasattr(cache, "layers"):
+        raise RuntimeError(f"the prefix forward returned no key/value cache ({type(cache).__name__}): "
+                           "call replay_relevance with share_prefix=False for this model")
+    return [(layer.keys, layer.values) for layer in cache.layers], attn
+
+
+def _branch_logits(model: Any, group: list[_Shared], rows: list[tuple[int, _Job]], prefix, keep: int,
+                   pad_id: int, device) -> torch.Tensor:
+    """Response logits of branch rows continuing their response's prefix (cache ``prefix``, or None)."""
+    ids, attn, pos = _left_pad([job.ids for _, job in rows], pad_id, device)
+    offsets = torch.tensor([len(group[j].prefix) for j, _ in rows], device=device)
+    pos = pos + offsets[:, None]
+    kwargs: dict[str, Any] = {}
+    padded = len({len(job.ids) for _, job in rows}) > 1
+    if prefix is not None:
+        layers, prefix_attn = prefix
+        sel = torch.tensor([j for j, _ in rows], device=device)
+        attn = torch.cat([prefix_attn.index_select(0, sel), attn], dim=1)
+        kwargs["past_key_values"] = _expanded_cache(layers, sel)
+        width = max(len(r.prefix) for r in group)  # the cache's width: shorter prefixes are left-padded in it
+        padded = padded or any(len(group[j].prefix) != width for j, _ in rows)
+    out = model(input_ids=ids, attention_mask=_mask_if_padded(attn, padded), position_ids=pos, logits_to_keep=keep,
+                use_cache=prefix is not None, **kwargs)
+    return _logits(out)[:, -keep:]
+
+
+class _Profiles:
+    """Turns full/minus logits into q, keeping a response's full logits only until its last pair is done
+    (a minus branch that comes before its full one waits for it)."""
+
+    def __init__(self, requests: Sequence[ReplayRequest], jobs: Sequence[_Job], q: torch.Tensor,
+                 temperature: float, chunk_size: int):
+        self.requests, self.q, self.temperature, self.chunk_size = requests, q, temperature, chunk_size
+        self.remaining: dict[int, int] = {}
+        for job in jobs:
+            if job.reward is not None:
+                self.remaining[job.request] = self.remaining.get(job.request, 0) + 1
+        self.full: dict[int, torch.Tensor] = {}
+        self.waiting: dict[int, list[tuple[_Job, torch.Tensor]]] = {}
+
+    def add(self, job: _Job, logits: torch.Tensor) -> None:
+        """logits: (n_response, V) of ``job``'s response positions."""
+        if job.reward is None:
+            self.full[job.request] = logits
+            for pending in self.waiting.pop(job.request, []):
+                self.add(*pending)
+            return
+        if job.request not in self.full:
+            self.waiting.setdefault(job.request, []).append((job, logits))
+            return
+        dist = js_relevance(self.full[job.request], logits, temperature=self.temperature, chunk_size=self.chunk_size)
+        targets = self.requests[job.request].joint_rewards if job.reward == JOINT else [job.reward]
+        for k in targets:
+            self.q[job.request, k, : job.n_response] = dist.float().cpu()
+        self.remaining[job.request] -= 1
+        if self.remaining[job.request] == 0:
+            del self.full[job.request]
 
 
 @torch.no_grad()
@@ -311,18 +534,28 @@ def replay_relevance(
     min_forwards: int = 0,
     device: torch.device | str | None = None,
     progress: bool = False,
+    share_prefix: bool = True,
 ) -> tuple[torch.Tensor, int]:
     """Relevance q of every requested (response, reward) pair.
 
+    With ``share_prefix`` (default) each response's contexts are split at their shared prefix (everything
+    before the first token where full and any minus_k differ): one forward over the prefixes of up to
+    ``micro_batch_size`` prefixes of similar length (responses sampled from one prompt share theirs), then the
+    full and minus_k branches (the tokens after the prefix + the response) run on copies of that key/value
+    cache, ``micro_batch_size`` rows a forward.
+    A model whose attention cannot take such a cache (``prefix_sharing_unsupported``) replays every context
+    whole, with a logged reason.
+
     Args:
-        model: a causal LM accepting ``input_ids, attention_mask, position_ids, logits_to_keep``
-            (any HF model; a DeepSpeed engine wrapping one).
+        model: a causal LM accepting ``input_ids, attention_mask, position_ids, logits_to_keep`` and
+            (prefix sharing) ``past_key_values`` (any HF model; a DeepSpeed engine wrapping one).
         requests: B ReplayRequests (``request_from_text`` / ``request_from_ids`` build them).
         num_rewards: K of the output (default: 1 + the largest reward index requested).
         temperature: the rollout's sampling temperature.
-        micro_batch_size: contexts per forward.
+        micro_batch_size: contexts (branches) per forward, and responses per prefix forward.
         min_forwards: run dummy forwards until at least this many ran. With ZeRO-3 every rank must run
             the same number of forwards: pass the max of ``count_forwards`` over ranks.
+        share_prefix: False forces the unshared replay (every context forwarded whole).
     Returns:
         q: (B, K, T) float32 on CPU, T = longest response; q[i, k, t] is the JS distance at response
         token t, 0 for pairs not replayed and beyond each response's end. A JOINT context's profile
@@ -335,44 +568,59 @@ def replay_relevance(
     T = max((len(r.response_ids) for r in requests), default=0)
     q = torch.zeros((len(requests), K, T), dtype=torch.float32)
     device = torch.device(device) if device is not None else _model_device(model)
+    if share_prefix and requests:
+        reason = prefix_sharing_unsupported(model)
+        if reason is not None:
+            _log.warning("replay without prefix sharing: %s", reason)
+            share_prefix = False
 
     jobs = list(_jobs(requests))
-    remaining = {}
-    for job in jobs:
-        if job.reward is not None:
-            remaining[job.request] = remaining.get(job.request, 0) + 1
-    full_logits: dict[int, torch.Tensor] = {}
-    batches = [jobs[s:s + micro_batch_size] for s in range(0, len(jobs), micro_batch_size)]
+    profiles = _Profiles(requests, jobs, q, temperature, chunk_size)
+    if share_prefix:
+        plan = _plan(requests, micro_batch_size)
+        total = count_forwards(requests, micro_batch_size)
+    else:
+        batches = [jobs[s:s + micro_batch_size] for s in range(0, len(jobs), micro_batch_size)]
+        total = len(batches)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=max(len(batches), min_forwards), desc="replay", unit="fwd")
+        bar = tqdm(total=max(total, min_forwards), desc="replay", unit="fwd")
+
     forwards = 0
-    for batch in batches:
-        keep = max(job.n_response for job in batch)
-        logits = _response_logits(model, [job.ids for job in batch], keep, pad_token_id, device)
+
+    def step() -> None:
+        nonlocal forwards
         forwards += 1
-        for row, job in enumerate(batch):
-            row_logits = logits[row, keep - job.n_response:]
-            if job.reward is None:
-                full_logits[job.request] = row_logits
-                continue
-            dist = js_relevance(full_logits[job.request], row_logits, temperature=temperature, chunk_size=chunk_size)
-            targets = requests[job.request].joint_rewards if job.reward == JOINT else [job.reward]
-            for k in targets:
-                q[job.request, k, : job.n_response] = dist.float().cpu()
-            remaining[job.request] -= 1
-            if remaining[job.request] == 0:
-                del full_logits[job.request]
-        del logits
         if bar is not None:
             bar.update(1)
+
+    if share_prefix:
+        for group, row_batches in plan:
+            prefix = None
+            if any(r.prefix for r in group):
+                prefix = _prefix_cache(model, group, pad_token_id, device)
+                step()
+            for rows in row_batches:
+                keep = max(job.n_response for _, job in rows)
+                logits = _branch_logits(model, group, rows, prefix, keep, pad_token_id, device)
+                step()
+                for r, (_, job) in enumerate(rows):
+                    profiles.add(job, logits[r, keep - job.n_response:])
+                del logits
+            del prefix
+    else:
+        for batch in batches:
+            keep = max(job.n_response for job in batch)
+            logits = _response_logits(model, [job.ids for job in batch], keep, pad_token_id, device)
+            step()
+            for r, job in enumerate(batch):
+                profiles.add(job, logits[r, keep - job.n_response:])
+            del logits
     while forwards < min_forwards:  # keep collective parameter gathers in step across ranks
         _response_logits(model, [[pad_token_id, pad_token_id]], 1, pad_token_id, device)
-        forwards += 1
-        if bar is not None:
-            bar.update(1)
+        step()
     if bar is not None:
         bar.close()
     return q, forwards

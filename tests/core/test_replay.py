@@ -83,7 +83,11 @@ def test_removing_a_block_matters_only_for_that_block(model):
     # a minus context that equals full is skipped and gives exactly 0
     forced = ReplayRequest(same.full_context, resp, {0: same.minus_contexts[0], 1: same.full_context})
     q2, forwards = replay_relevance(model, [forced])
-    assert forwards == 1 and torch.equal(q2, q)
+    assert forwards == count_forwards([forced], 4) == 2  # one prefix forward + one branch forward (full, minus_0)
+    assert torch.allclose(q2, q, atol=1e-6)
+    q3, forwards = replay_relevance(model, [forced], share_prefix=False)
+    assert forwards == count_forwards([forced], 4, share_prefix=False) == 1
+    assert torch.allclose(q3, q, atol=2e-5) and (q3[0, 1] == 0).all()
     assert (q[0, 1] == 0).all() and (q[0, 0] > 0).all()
 
 
@@ -93,7 +97,8 @@ def test_joint_profile_written_to_each_reward(model):
                              rewards=[0, 1, 2], joint=True) for _ in range(2)]
     assert reqs[0].joint_rewards == [0, 2] and list(reqs[0].minus_contexts) == [JOINT]
     q, forwards = replay_relevance(model, reqs, micro_batch_size=2, num_rewards=3)
-    assert forwards == count_forwards(reqs, 2) == 2
+    assert forwards == count_forwards(reqs, 2) == 3  # one prefix forward (both responses) + 4 branches in 2
+    assert count_forwards(reqs, 2, share_prefix=False) == 2
     assert torch.equal(q[0, 0], q[0, 2]) and (q[0, 0] > 0).any() and (q[0, 1] == 0).all()
     ref = naive_q(model, reqs[0], JOINT, 1.0)
     assert torch.allclose(q[0, 0], ref, atol=2e-5)
