@@ -142,14 +142,22 @@ def response_span(sequence: torch.Tensor, attention_mask: torch.Tensor, action_m
     return tokens[: first + 1], tokens[first + 1: last + 2], first
 
 
-def split_for_ranks(costs: Sequence[int], num_ranks: int) -> list[list[int]]:
-    """Greedy longest-first assignment of items to ranks, balancing total cost."""
+def split_for_ranks(costs: Sequence[int], num_ranks: int, groups: Sequence[int] | None = None) -> list[list[int]]:
+    """Greedy longest-first assignment of items to ranks, balancing total cost.
+
+    groups: a key per item; items with one key go to one rank (the responses to one prompt, so that the replay's
+    shared prompt forward is not repeated on several ranks).
+    """
+    keys = list(groups) if groups is not None else list(range(len(costs)))
+    members: dict[int, list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        members[key].append(i)
     loads = [0] * num_ranks
     parts: list[list[int]] = [[] for _ in range(num_ranks)]
-    for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
+    for key in sorted(members, key=lambda k: -sum(costs[i] for i in members[k])):
         r = min(range(num_ranks), key=lambda r: loads[r])
-        parts[r].append(i)
-        loads[r] += costs[i]
+        parts[r].extend(members[key])
+        loads[r] += sum(costs[i] for i in members[key])
     return [sorted(p) for p in parts]
 
 
@@ -326,7 +334,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         num_ranks = len(group._actor_handlers) // group.duplicate_actors  # noqa: SLF001
         rows = sorted(requests)
         costs = [count_forwards([requests[g][0]], 1) for g in rows]
-        parts = split_for_ranks(costs, num_ranks)
+        group_size = self.args.rollout.n_samples_per_prompt
+        parts = split_for_ranks(costs, num_ranks, [g // group_size for g in rows])
         rank_requests = [[requests[rows[i]][0] for i in part] for part in parts]
         mbs = margs.replay_micro_batch_size
         forwards = max((count_forwards(r, mbs) for r in rank_requests), default=0)

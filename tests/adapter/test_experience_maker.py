@@ -168,6 +168,16 @@ def test_split_for_ranks_balances():
     assert split_for_ranks([], 3) == [[], [], []]
 
 
+def test_split_for_ranks_keeps_a_prompt_group_on_one_rank():
+    costs = [3, 1, 2, 2, 1, 1]
+    groups = [0, 0, 1, 1, 2, 2]  # two responses per prompt
+    parts = split_for_ranks(costs, 2, groups)
+    for part in parts:  # every group whole on one rank
+        assert {groups[i] for i in part} == {g for g in groups if any(groups[i] == g for i in part)}
+        assert all(sum(groups[j] == groups[i] for j in part) == 2 for i in part)
+    assert sorted(sum(costs[i] for i in p) for p in parts) == [4, 6]  # groups cost 4, 4, 2: best split 4 | 6
+
+
 @pytest.mark.parametrize("placement", ["joint", "shuffle"])
 def test_ablation_placements_keep_each_response_credit(placement, tiny_llama, char_tokenizer):
     args = make_args(beta=0.5, placement=placement)
