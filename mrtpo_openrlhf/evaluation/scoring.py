@@ -21,6 +21,7 @@ Official rules reproduced here (the comparisons themselves live in ``mrtpo_openr
 from __future__ import annotations
 
 from collections import defaultdict
+from math import comb
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -30,7 +31,7 @@ from mrtpo_openrlhf.verifiers.instructions import (MulDimIFConstraint, Unsupport
                                                    check_loose, check_strict)
 from mrtpo_openrlhf.verifiers.sql import (GoldResultCache, bird_set_match, execute_sql, extract_sql,
                                           remove_distinct, spider_result_eq)
-from mrtpo_openrlhf.verifiers.tool import check_bfcl, parse_tool_calls
+from mrtpo_openrlhf.verifiers.tool import ParsedCalls, check_bfcl, parse_tool_calls
 from mrtpo_openrlhf.verifiers.response import END_OF_TURN_MARKERS as _END_MARKERS
 
 from .data import EvalExample
@@ -39,6 +40,7 @@ SPIDER_TIMEOUT_S = 60.0  # exec_eval.py TIMEOUT (there it never fires; here the 
 BIRD_TIMEOUT_S = 30.0  # BIRD evaluation.py meta_time_out
 EVAL_MAX_ROWS = 1_000_000  # the official scripts fetch everything; past this cap the example counts as wrong
 GOLD_CACHE = GoldResultCache(maxsize=8192)
+NO_PREDICTION = "no prediction"  # the reason of an example a predictions file does not cover
 
 
 def _pct(num: float, den: float) -> float | None:
@@ -168,10 +170,10 @@ def score_muldimif(example: EvalExample, response: str, answer: str | None = Non
 
 
 # ----------------------------------------------------------------------------------------------- BFCL
-def score_bfcl(example: EvalExample, response: str, answer: str | None = None) -> dict[str, Any]:
-    """BFCL AST decision for one item (the training layout's ``<tool_call>`` block is parsed strictly)."""
-    text = tool_reward.extract_response(response or "", "")
-    parsed = parse_tool_calls(text)
+def score_bfcl(example: EvalExample, response: str, answer: ParsedCalls | None = None) -> dict[str, Any]:
+    """BFCL AST decision for one item: ``answer`` = calls a predictions file already gave (BFCL's python-call list,
+    OpenAI tool_calls), else the training layout's ``<tool_call>`` block, parsed strictly."""
+    parsed = answer if answer is not None else parse_tool_calls(tool_reward.extract_response(response or "", ""))
     target = example.target
     ok, why = check_bfcl(target["category"], target["functions"], parsed.calls, target["ground_truth"])
     if not ok and not parsed.ok and "irrelevance" not in target["category"]:
@@ -185,54 +187,94 @@ SCORERS = {"spider": score_spider, "bird": score_bird, "ifeval": score_instructi
 
 
 # ----------------------------------------------------------------------------------------------- summaries
+def _w(record: dict) -> float:
+    """A record's weight: 1, or 1/n_samples when its example has several samples (each example weighs 1)."""
+    return record.get("weight", 1.0)
+
+
+def _n_examples(records: Iterable[dict]) -> int:
+    return round(sum(_w(r) for r in records))
+
+
+def _wpct(pairs: Iterable[tuple[float, float]]) -> float | None:
+    """Weighted percentage of (weight, value) pairs."""
+    pairs = list(pairs)
+    return _pct(sum(w * v for w, v in pairs), sum(w for w, _ in pairs))
+
+
 def _accuracy_by(records: Iterable[dict], key: str) -> dict[str, dict[str, Any]]:
-    groups: dict[str, list[bool]] = defaultdict(list)
+    groups: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     for r in records:
         if r.get(key) is not None:
-            groups[str(r[key])].append(bool(r["verdict"]))
-    return {k: {"accuracy": _pct(sum(v), len(v)), "count": len(v)} for k, v in sorted(groups.items())}
+            groups[str(r[key])].append((_w(r), bool(r["verdict"])))
+    return {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))} for k, v in sorted(groups.items())}
+
+
+def pass_at_k(records: list[dict]) -> dict[str, Any]:
+    """``{"samples": {...}}`` when some example has several samples, else {}: mean accuracy over samples and the
+    unbiased pass@k (Chen et al. 2021: 1 - C(n-c, k) / C(n, k) per example, averaged) for k = 1, 2, 4, ... up to
+    the smallest sample count of a predicted example (and that count). An example without a prediction counts 0."""
+    if not any("sample" in r for r in records):
+        return {}
+    per_example: dict[str, list[bool]] = defaultdict(list)
+    predicted: set[str] = set()
+    for r in records:
+        per_example[r["id"]].append(bool(r["verdict"]))
+        if r.get("reason") != NO_PREDICTION:
+            predicted.add(r["id"])
+    counts = [len(per_example[k]) for k in predicted]
+    n_min = min(counts)
+    ks = sorted({k for k in (2 ** i for i in range(n_min.bit_length())) if k <= n_min} | {n_min})
+
+    def one(verdicts: list[bool], k: int) -> float:
+        n, c = len(verdicts), sum(verdicts)
+        if c == 0:
+            return 0.0
+        return 1.0 if n - c < k else 1.0 - comb(n - c, k) / comb(n, k)
+
+    values = list(per_example.values())
+    return {"samples": {"n_min": n_min, "n_max": max(counts),
+                        "mean_accuracy": _pct(sum(sum(v) / len(v) for v in values), len(values)),
+                        "pass_at_k": {f"pass@{k}": _pct(sum(one(v, k) for v in values), len(values)) for k in ks}}}
 
 
 def summarize_sql(records: list[dict]) -> dict[str, Any]:
     """EX overall and by ``difficulty`` when the data has it (BIRD: simple/moderate/challenging)."""
-    n = len(records)
-    return {"n": n, "ex": _pct(sum(r["verdict"] for r in records), n),
+    return {"n": _n_examples(records), "ex": _wpct((_w(r), r["verdict"]) for r in records),
             "by_difficulty": _accuracy_by(records, "difficulty"),
-            "gold_errors": sum(1 for r in records if r.get("gold_error"))}
+            "gold_errors": sum(1 for r in records if r.get("gold_error"))}  # per sample
 
 
 def summarize_instructions(records: list[dict]) -> dict[str, Any]:
     """IFEval's four numbers plus per-instruction (tier1) and per-group (tier0) strict accuracy."""
-    n = len(records)
-    strict = [x for r in records for x in r["follow_instruction_list_strict"]]
-    loose = [x for r in records for x in r["follow_instruction_list_loose"]]
-    per_id: dict[str, list[bool]] = defaultdict(list)
-    per_group: dict[str, list[bool]] = defaultdict(list)
+    strict = [(_w(r), x) for r in records for x in r["follow_instruction_list_strict"]]
+    loose = [(_w(r), x) for r in records for x in r["follow_instruction_list_loose"]]
+    per_id: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    per_group: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     for r in records:
         for iid, ok in zip(r["instruction_id_list"], r["follow_instruction_list_strict"]):
-            per_id[iid].append(ok)
-            per_group[iid.split(":")[0]].append(ok)
-    return {"n": n, "n_instructions": len(strict),
-            "prompt_strict": _pct(sum(r["follow_all_strict"] for r in records), n),
-            "inst_strict": _pct(sum(strict), len(strict)),
-            "prompt_loose": _pct(sum(r["follow_all_loose"] for r in records), n),
-            "inst_loose": _pct(sum(loose), len(loose)),
+            per_id[iid].append((_w(r), ok))
+            per_group[iid.split(":")[0]].append((_w(r), ok))
+    return {"n": _n_examples(records), "n_instructions": round(sum(w for w, _ in strict)),
+            "prompt_strict": _wpct((_w(r), r["follow_all_strict"]) for r in records),
+            "inst_strict": _wpct(strict),
+            "prompt_loose": _wpct((_w(r), r["follow_all_loose"]) for r in records),
+            "inst_loose": _wpct(loose),
             "n_unsupported": sum(len(r["unsupported"]) for r in records),
-            "by_instruction": {k: _pct(sum(v), len(v)) for k, v in sorted(per_id.items())},
-            "by_group": {k: _pct(sum(v), len(v)) for k, v in sorted(per_group.items())}}
+            "by_instruction": {k: _wpct(v) for k, v in sorted(per_id.items())},
+            "by_group": {k: _wpct(v) for k, v in sorted(per_group.items())}}
 
 
 def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
     """All-constraints (prompt) accuracy, constraint-level accuracy, and the average per category."""
-    n = len(records)
-    flat = [(c[0], ok) for r in records for c, ok in zip(r["constraints"], r["constraint_results"])]
-    per_category: dict[str, list[bool]] = defaultdict(list)
-    for category, ok in flat:
-        per_category[category].append(ok)
-    return {"n": n, "n_constraints": len(flat),
-            "all_constraints": _pct(sum(r["verdict"] for r in records), n),
-            "constraint_level": _pct(sum(ok for _, ok in flat), len(flat)),
-            "by_category": {k: {"accuracy": _pct(sum(v), len(v)), "count": len(v)}
+    flat = [(c[0], _w(r), ok) for r in records for c, ok in zip(r["constraints"], r["constraint_results"])]
+    per_category: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    for category, w, ok in flat:
+        per_category[category].append((w, ok))
+    return {"n": _n_examples(records), "n_constraints": round(sum(w for _, w, _ in flat)),
+            "all_constraints": _wpct((_w(r), r["verdict"]) for r in records),
+            "constraint_level": _wpct((w, ok) for _, w, ok in flat),
+            "by_category": {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))}
                             for k, v in sorted(per_category.items())},
             "n_unsupported": sum(len(r["unsupported"]) for r in records)}
 
@@ -268,7 +310,7 @@ def summarize_bfcl(records: list[dict]) -> dict[str, Any]:
         count = sum(per_category[c]["count"] for c in BFCL_LIVE)
         live = sum(acc[c] * per_category[c]["count"] for c in BFCL_LIVE) / count
     call_categories = [c for c in acc if "relevance" not in c]
-    return {"n": len(records), "by_category": per_category, "non_live_ast": non_live, "live_ast": live,
+    return {"n": _n_examples(records), "by_category": per_category, "non_live_ast": non_live, "live_ast": live,
             "irrelevance": acc.get("irrelevance"), "live_irrelevance": acc.get("live_irrelevance"),
             "live_relevance": acc.get("live_relevance"),
             "ast_mean": sum(acc[c] for c in call_categories) / len(call_categories) if call_categories else None}

@@ -125,7 +125,7 @@ def test_combined_table_with_average(tmp_path, run_cli, kit):
     summary = kit.read_summary(out)
     assert summary["average"] == pytest.approx((20.0 + 50.0) / 2)
     table = (out / "results.md").read_text(encoding="utf-8")
-    assert "| BIRD EX | MulDimIF | Avg |" in table and "| 20.00 | 50.00 | 35.00 |" in table
+    assert "| BIRD EX | MulDimIF | Avg |" in table and "| 20.00 (1/5 predicted) | 50.00 | 35.00 |" in table
 
 
 # ----------------------------------------------------------------------------------------------- bad inputs
