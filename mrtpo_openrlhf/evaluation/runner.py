@@ -72,8 +72,10 @@ def score_examples(examples: Sequence[EvalExample], responses: Sequence[Predicti
         elif ex.benchmark == "bird":
             options = {"timeout_s": cfg.bird_timeout_s}
         if pred is None:
-            record = {**score_one(ex, "", None, **options), "verdict": False, "reason": NO_PREDICTION,
-                      "unsupported": []}
+            record = {**score_one(ex, "", None, **options), "verdict": False, "reason": NO_PREDICTION}
+            if "unsupported" in record:  # nothing was scored, so nothing was unsupported
+                record["unsupported"] = []
+                record.pop("supported")
         else:
             record = score_one(ex, pred.response, pred.answer, **options)
         return {**record, "sample": index, "weight": 1.0 / n} if n > 1 else record
@@ -97,10 +99,17 @@ def score_examples(examples: Sequence[EvalExample], responses: Sequence[Predicti
     return records
 
 
-def coverage_note(summary: dict[str, Any]) -> str:
-    """" (120/3,641 predicted)" for a partial predictions run, else ""."""
+def headline_note(summary: dict[str, Any], column: str) -> str:
+    """What a headline cell must say besides its number: the coverage of a partial predictions run
+    (" (120/3,641 predicted)") and unsupported-offline decisions counted as failed, with the value without them."""
+    notes = []
     n, predicted = summary["n"], summary.get("n_predicted", summary["n"])
-    return "" if predicted >= n else f" ({predicted:,}/{n:,} predicted)"
+    if predicted < n:
+        notes.append(f"{predicted:,}/{n:,} predicted")
+    if summary.get("n_unsupported"):
+        without = summary.get("headline_without_unsupported", {}).get(column)
+        notes.append(f"{summary['n_unsupported']} unsupported as failed; without: {_fmt(without)}")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _fmt(value: float | None) -> str:
@@ -114,7 +123,7 @@ def combined_table(summaries: dict[str, dict[str, Any]], label: str) -> tuple[st
     average = sum(values) / len(values) if values and len(values) == len(columns) else None
     header = "| Model | " + " | ".join(name for name, _ in columns) + " | Avg |"
     rule = "|---|" + "---:|" * (len(columns) + 1)
-    notes = [coverage_note(summaries[bench]) for bench in summaries for _ in summaries[bench]["headline"]]
+    notes = [headline_note(summaries[bench], name) for bench in summaries for name in summaries[bench]["headline"]]
     row = (f"| {label} | " + " | ".join(_fmt(v) + note for (_, v), note in zip(columns, notes))
            + f" | {_fmt(average)} |")
     return "\n".join([header, rule, row]), average
@@ -130,6 +139,13 @@ def _details(bench: str, summary: dict[str, Any]) -> list[str]:
         if groups:
             lines += [f"\n| {key[3:]} | accuracy | count |", "|---|---:|---:|"]
             lines += [f"| {name} | {_fmt(g['accuracy'])} | {g['count']} |" for name, g in groups.items()]
+    for key, title in (("without_unsupported", "without the unsupported-offline decisions"),
+                       ("samples", "samples")):
+        part = summary.get(key)
+        if part:
+            flat = {**{k: v for k, v in part.items() if k != "pass_at_k"}, **part.get("pass_at_k", {})}
+            lines.append(f"\n{title}: " + ", ".join(f"{k} = {_fmt(v) if isinstance(v, float) or v is None else v}"
+                                                   for k, v in flat.items()))
     return lines
 
 

@@ -153,6 +153,7 @@ def score_instructions(example: EvalExample, response: str, answer: str | None =
             "follow_instruction_list_strict": strict, "follow_instruction_list_loose": loose,
             "follow_all_strict": all(strict), "follow_all_loose": all(loose),
             "unsupported": [why for why in reasons if why.startswith("unsupported")],
+            "supported": [not why.startswith("unsupported") for why in reasons],
             "verdict": all(strict), "reason": "; ".join(failed)}
 
 
@@ -166,6 +167,7 @@ def score_muldimif(example: EvalExample, response: str, answer: str | None = Non
         reasons.append(why or ("" if ok else f"not satisfied: {triple[2]}"))
     return {"answer": text, "constraints": example.target["constraints"], "constraint_results": results,
             "unsupported": [why for why in reasons if why.startswith("unsupported")],
+            "supported": [not why.startswith("unsupported") for why in reasons],
             "verdict": all(results), "reason": "; ".join(r for r in reasons if r)}
 
 
@@ -245,8 +247,40 @@ def summarize_sql(records: list[dict]) -> dict[str, Any]:
             "gold_errors": sum(1 for r in records if r.get("gold_error"))}  # per sample
 
 
+def _supported(record: dict) -> list[bool]:
+    """Which decisions of a record could be made here (a record without a prediction has none unsupported)."""
+    n = len(record.get("follow_instruction_list_strict", record.get("constraint_results", [])))
+    return record.get("supported") or [True] * n
+
+
+def _n_unsupported(records: list[dict]) -> int:
+    """Unsupported decisions among the scored records (each example once, whatever its number of samples)."""
+    return round(sum(_w(r) * _supported(r).count(False) for r in records))
+
+
+def _if_numbers(records: list[dict], keep) -> dict[str, Any]:
+    """IFEval's four numbers over the instructions ``keep(record, index)`` selects; prompts with none are left out."""
+    prompt_strict, prompt_loose, inst_strict, inst_loose = [], [], [], []
+    for r in records:
+        idx = [i for i in range(len(r["follow_instruction_list_strict"])) if keep(r, i)]
+        if not idx:
+            continue
+        strict = [r["follow_instruction_list_strict"][i] for i in idx]
+        loose = [r["follow_instruction_list_loose"][i] for i in idx]
+        prompt_strict.append((_w(r), all(strict)))
+        prompt_loose.append((_w(r), all(loose)))
+        inst_strict += [(_w(r), x) for x in strict]
+        inst_loose += [(_w(r), x) for x in loose]
+    return {"n": round(sum(w for w, _ in prompt_strict)), "prompt_strict": _wpct(prompt_strict),
+            "inst_strict": _wpct(inst_strict), "prompt_loose": _wpct(prompt_loose), "inst_loose": _wpct(inst_loose)}
+
+
 def summarize_instructions(records: list[dict]) -> dict[str, Any]:
-    """IFEval's four numbers plus per-instruction (tier1) and per-group (tier0) strict accuracy."""
+    """IFEval's four numbers plus per-instruction (tier1) and per-group (tier0) strict accuracy.
+
+    Unsupported-offline instructions count as not followed in the main numbers (``n_unsupported`` of them, among
+    scored responses); ``without_unsupported`` gives the same numbers with those instructions left out.
+    """
     strict = [(_w(r), x) for r in records for x in r["follow_instruction_list_strict"]]
     loose = [(_w(r), x) for r in records for x in r["follow_instruction_list_loose"]]
     per_id: dict[str, list[tuple[float, bool]]] = defaultdict(list)
@@ -260,13 +294,15 @@ def summarize_instructions(records: list[dict]) -> dict[str, Any]:
             "inst_strict": _wpct(strict),
             "prompt_loose": _wpct((_w(r), r["follow_all_loose"]) for r in records),
             "inst_loose": _wpct(loose),
-            "n_unsupported": sum(len(r["unsupported"]) for r in records),
+            "n_unsupported": _n_unsupported(records),
+            "without_unsupported": _if_numbers(records, lambda r, i: _supported(r)[i]),
             "by_instruction": {k: _wpct(v) for k, v in sorted(per_id.items())},
             "by_group": {k: _wpct(v) for k, v in sorted(per_group.items())}}
 
 
 def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
-    """All-constraints (prompt) accuracy, constraint-level accuracy, and the average per category."""
+    """All-constraints (prompt) accuracy, constraint-level accuracy, and the average per category; unsupported
+    rules as in ``summarize_instructions`` (counted as failed, and ``without_unsupported``)."""
     flat = [(c[0], _w(r), ok) for r in records for c, ok in zip(r["constraints"], r["constraint_results"])]
     per_category: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     for category, w, ok in flat:
@@ -276,7 +312,18 @@ def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
             "constraint_level": _wpct((w, ok) for _, w, ok in flat),
             "by_category": {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))}
                             for k, v in sorted(per_category.items())},
-            "n_unsupported": sum(len(r["unsupported"]) for r in records)}
+            "n_unsupported": _n_unsupported(records),
+            "without_unsupported": _muldimif_without_unsupported(records)}
+
+
+def _muldimif_without_unsupported(records: list[dict]) -> dict[str, Any]:
+    prompts, flat = [], []
+    for r in records:
+        kept = [ok for ok, sup in zip(r["constraint_results"], _supported(r)) if sup]
+        if kept:
+            prompts.append((_w(r), all(kept)))
+            flat += [(_w(r), ok) for ok in kept]
+    return {"n": round(sum(w for w, _ in prompts)), "all_constraints": _wpct(prompts), "constraint_level": _wpct(flat)}
 
 
 BFCL_NON_LIVE_SIMPLE = ("simple_python", "simple_java", "simple_javascript")
@@ -334,10 +381,19 @@ def headline_columns(benchmark: str, summary: dict[str, Any]) -> list[tuple[str,
     return cols or [("BFCL AST", summary["ast_mean"])]
 
 
+def headline_without_unsupported(benchmark: str, summary: dict[str, Any]) -> dict[str, float | None]:
+    """The headline columns recomputed without the unsupported-offline decisions (IF benchmarks), else {}."""
+    if not summary.get("n_unsupported"):
+        return {}
+    return dict(headline_columns(benchmark, {**summary, **summary["without_unsupported"]}))
+
+
 def summarize(benchmark: str, records: list[dict]) -> dict[str, Any]:
     """Official aggregate numbers of one benchmark (percentages) plus its ``headline`` columns."""
     summary = SUMMARIZERS[benchmark](records)
     summary["headline"] = dict(headline_columns(benchmark, summary))
+    if summary.get("n_unsupported"):
+        summary["headline_without_unsupported"] = headline_without_unsupported(benchmark, summary)
     return summary
 
 
