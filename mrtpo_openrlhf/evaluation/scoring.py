@@ -20,6 +20,7 @@ Official rules reproduced here (the comparisons themselves live in ``mrtpo_openr
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from math import comb
 from pathlib import Path
@@ -30,7 +31,7 @@ from mrtpo_openrlhf.rewards import tool as tool_reward
 from mrtpo_openrlhf.verifiers.instructions import (MulDimIFConstraint, UnsupportedInstruction, build_checker,
                                                    check_loose, check_strict)
 from mrtpo_openrlhf.verifiers.sql import (GoldResultCache, bird_set_match, execute_sql, extract_sql,
-                                          remove_distinct, spider_result_eq)
+                                          remove_distinct, spider_result_eq, split_statements)
 from mrtpo_openrlhf.verifiers.tool import ParsedCalls, check_bfcl, parse_tool_calls
 from mrtpo_openrlhf.verifiers.response import END_OF_TURN_MARKERS as _END_MARKERS
 
@@ -51,6 +52,22 @@ def _pct(num: float, den: float) -> float | None:
 def spider_postprocess(sql: str) -> str:
     """exec_eval.postprocess: close up the comparison operators a tokenizer may have split."""
     return sql.replace("> =", ">=").replace("< =", "<=").replace("! =", "!=")
+
+
+_CUR_YEAR = re.compile(r"YEAR\s*\(\s*CURDATE\s*\(\s*\)\s*\)\s*", re.IGNORECASE)
+
+
+def spider_replace_cur_year(sql: str) -> str:
+    """exec_eval.replace_cur_year, applied to both queries right before execution: MySQL's ``YEAR(CURDATE())``
+    becomes ``2020`` (the regex also eats the whitespace after it, as the official one does)."""
+    return _CUR_YEAR.sub("2020", sql)
+
+
+def spider_remove_distinct(sql: str) -> str:
+    """parse.remove_distinct: DISTINCT tokens dropped from the FIRST statement only (``sqlparse.parse(s)[0]``), so a
+    multi-statement prediction is cut to its first statement, exactly as the official scorer does."""
+    statements = split_statements(sql)
+    return remove_distinct(statements[0] if len(statements) > 1 else sql)
 
 
 def spider_order_matters(gold_sql: str) -> bool:
@@ -77,8 +94,9 @@ def score_spider(example: EvalExample, response: str, answer: str | None = None,
         return {**record, "verdict": False, "reason": "no SQL found in the response"}
     pred_sql, gold_sql = spider_postprocess(sql), spider_postprocess(example.target["gold"])
     if not keep_distinct:
-        pred_sql, gold_sql = remove_distinct(pred_sql), remove_distinct(gold_sql)
+        pred_sql, gold_sql = spider_remove_distinct(pred_sql), spider_remove_distinct(gold_sql)
     order_matters = spider_order_matters(gold_sql)
+    pred_sql, gold_sql = spider_replace_cur_year(pred_sql), spider_replace_cur_year(gold_sql)
     record["order_matters"] = order_matters
     databases = spider_databases(example.target["db_dir"])
     record["n_databases"] = len(databases)
