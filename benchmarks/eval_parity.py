@@ -1,7 +1,7 @@
 """Agreement of the harness's verdicts with the benchmark owners' own scorers, run here on inputs made here.
 
     python benchmarks/eval_parity.py [--only ifbench,ifeval,bfcl,spider] [--bfcl-limit N]
-        [--ifbench-src /tmp/ifbench_main] [--ifeval-src /tmp/ifeval_google] [--spider-src /tmp/test-suite-sql-eval]
+        [--ifbench-src /tmp/ifbench_main] [--ifeval-data /tmp/ifeval_data] [--spider-src /tmp/test-suite-sql-eval]
 
 The official code is NOT part of this repository: point each ``--*-src`` at a read-only copy outside it
 (docs/eval.md says which commit was used and how it was copied). A benchmark whose source is missing is skipped.
@@ -11,8 +11,9 @@ The official code is NOT part of this repository: point each ``--*-src`` at a re
    perturbations of them (case, punctuation, quotes, sentences and lines dropped or joined, emoji, ...).
    ``nltk.download`` is replaced by a no-op; punkt comes from ``text.ensure_punkt`` and the stopword corpus from the
    list this package ships. ``words:start_verb`` cannot run offline on either side and is reported as not compared.
-2. IFEval: google-research ``instruction_following_eval`` (same protocol) on the bundled IFEval prompts and the
-   responses of ``data/instructions/eval_mini.jsonl`` plus perturbations.
+2. IFEval: google-research ``instruction_following_eval``'s checkers, as allenai/IFBench main vendors them verbatim
+   (``ifbench/classic_instructions.py``; same protocol), on the bundled IFEval prompts and the responses of
+   ``data/instructions/eval_mini.jsonl`` plus perturbations.
 3. BFCL: ``bfcl_eval``'s ``ast_checker`` (installed package) on each item's reference call and 3 perturbations, and
    BFCL's prompt-mode decoder ``default_decode_ast_prompting`` against ``predictions.parse_python_calls``.
 4. Spider: test-suite ``exec_eval.eval_exec_match`` on the SQL cases of tests/eval/test_sql_eval.py, with and
@@ -115,6 +116,68 @@ def targeted(iid: str, kwargs: dict, prompt: str) -> list[str]:
     return out
 
 
+def targeted_ifeval(iid: str, kw: dict, prompt: str) -> list[str]:
+    """IFEval responses at each checker's boundary (counts n-1, n, n+1; near-miss spellings)."""
+    kw = {k: int(v) if isinstance(v, float) and v == int(v) else v for k, v in kw.items()}
+    out: list[str] = []
+
+    def around(n: int, make) -> None:
+        out.extend(make(k) for k in (max(n - 1, 0), n, n + 1))
+
+    if iid == "keywords:existence":
+        out += [" ".join(kw["keywords"]) + ".", " ".join(kw["keywords"][:-1]) + ".", " ".join(kw["keywords"]).upper()]
+    elif iid == "keywords:frequency":
+        around(kw["frequency"], lambda k: " ".join([kw["keyword"]] * k + ["end"]))
+    elif iid == "keywords:forbidden_words":
+        out += [" ".join("x" + w for w in kw["forbidden_words"]), "ok " + kw["forbidden_words"][0].upper()]
+    elif iid == "keywords:letter_frequency":
+        around(kw["let_frequency"], lambda k: " ".join([kw["letter"].upper()] * k + ["zz"]))
+    elif iid == "length_constraints:number_words":
+        around(kw["num_words"], lambda k: " ".join(["word"] * k))
+    elif iid == "length_constraints:number_sentences":
+        around(kw["num_sentences"], lambda k: " ".join(["It rains."] * k))
+    elif iid == "length_constraints:number_paragraphs":
+        around(kw["num_paragraphs"], lambda k: "\n***\n".join(["Text here."] * k))
+        out.append("\n***\n".join(["Text here."] * kw["num_paragraphs"]) + "\n***\n")
+    elif iid == "length_constraints:nth_paragraph_first_word":
+        n, i, w = kw["num_paragraphs"], kw["nth_paragraph"], kw["first_word"]
+        paras = [f"Para {j}." for j in range(n)]
+        for first in (w, w.capitalize(), f'"{w}",', "x" + w):
+            out.append("\n\n".join(p if j != i - 1 else f"{first} rest." for j, p in enumerate(paras)))
+    elif iid == "detectable_content:postscript":
+        m = kw["postscript_marker"]
+        out += [f"Body.\n{m} note", f"Body. {m.lower()} note", f"Body.\n{m}"]
+    elif iid == "detectable_content:number_placeholders":
+        around(kw["num_placeholders"], lambda k: " ".join(["[x]"] * k + ["[]"]))
+    elif iid == "detectable_format:number_bullet_lists":
+        around(kw["num_bullets"], lambda k: "\n".join(["* a"] * k + ["- b"]))
+    elif iid == "detectable_format:number_highlighted_sections":
+        around(kw["num_highlights"], lambda k: " ".join(["*a*"] * k + ["**b**", "**"]))
+    elif iid == "detectable_format:multiple_sections":
+        sp = kw["section_spliter"]
+        around(kw["num_sections"], lambda k: "\n".join(f"{sp} {j}\ntext" for j in range(1, k + 1)))
+    elif iid == "detectable_format:title":
+        out += ["<<Title>> body", "<<>> body", "<<a\nb>>"]
+    elif iid == "detectable_format:json_format":
+        out += ['{"a": 1}', '```json\n{"a": 1}\n```', "{bad", "```JSON\n[1]\n```"]
+    elif iid == "detectable_format:constrained_response":
+        out += ["My answer is yes.", "My answer is maybe.", "I think: My answer is no."]
+    elif iid == "startend:end_checker":
+        e = kw["end_phrase"]
+        out += [f"x {e}", f"x {e} ", f"x {e.lower()}", f"x {e}!"]
+    elif iid == "startend:quotation":
+        out += ['"x"', '"x', "\u201cx\u201d", ' "x" ']
+    elif iid == "change_case:capital_word_frequency":
+        around(kw["capital_frequency"], lambda k: " ".join(["WORD"] * k + ["tail"]))
+    elif iid == "combination:repeat_prompt":
+        r = kw["prompt_to_repeat"]
+        out += [r + " answer", r.lower() + " answer", "x " + r]
+    elif iid == "combination:two_responses":
+        out += ["a\n******\nb", "a\n******\na", "a ****** b ****** c"]
+    out += ["hello world", "HELLO WORLD", "Hello, world", "Hello world"]
+    return out
+
+
 def _offline_nltk(stopwords_dir: Path) -> None:
     import nltk
 
@@ -146,17 +209,22 @@ def if_parity(lib, inputs, responses: dict[str, list[str]], examples: dict, benc
     agree = total = 0
     per_id: dict[str, list[int]] = {}
     diffs: list[str] = []
+    skipped: dict[str, int] = {}
     cfg = EvalConfig([bench], workers=1)
     for inp in inputs:
-        ex = examples[inp.key if bench == "ifeval" else str(inp.key)]
+        ex = examples[str(inp.key)]
         texts = responses.get(inp.prompt, [])
         ours = score_examples([ex] * len(texts), [Prediction(t) for t in texts], cfg)
         for variant, (text, rec) in enumerate(zip(texts, ours)):
             for mode, fn in (("strict", lib.test_instruction_following_strict),
                              ("loose", lib.test_instruction_following_loose)):
                 for index, (iid, kwargs) in enumerate(zip(inp.instruction_id_list, inp.kwargs)):
-                    if not rec["supported"][index]:
+                    letter = str(kwargs.get("letter") or "a").lower()
+                    if not rec["supported"][index] or not "a" <= letter <= "z":
+                        # unsupported offline on both sides, or IFEval's letter_frequency with a non-letter (the
+                        # official checker then draws a random letter): not comparable
                         per_id.setdefault(iid, [0, 0])
+                        skipped[iid] = skipped.get(iid, 0) + 1
                         continue
                     single = lib.InputExample(key=inp.key, instruction_id_list=[iid], prompt=inp.prompt,
                                               kwargs=[{k: v for k, v in kwargs.items() if v is not None}])
@@ -174,6 +242,7 @@ def if_parity(lib, inputs, responses: dict[str, list[str]], examples: dict, benc
                     if not same:
                         diffs.append(f"{bench} {inp.key} v{variant} {mode} {iid}: official {official}, ours {mine} "
                                      f"| {text[:100]!r}")
+    diffs += [f"not compared: {iid} x{n}" for iid, n in sorted(skipped.items())]
     return agree, total, per_id, diffs
 
 
@@ -194,18 +263,84 @@ def ifbench_parity(src: Path) -> tuple[int, int, dict[str, list[int]], list[str]
         return if_parity(lib, inputs, responses, examples, "ifbench")
 
 
-def ifeval_parity(src: Path) -> tuple[int, int, dict[str, list[int]], list[str]]:
+def ifeval_parity(src: Path, data_dir: Path, limit: int | None) -> tuple[int, int, dict[str, list[int]], list[str]]:
+    """google-research IFEval's checkers as allenai/IFBench main vendors them verbatim (``classic_instructions.py``,
+    registered under the IFEval ids); its ``count_sentences`` loads the punkt pickle, which no package ships: the
+    same English punkt model is given through ``PunktTokenizer("english")`` (punkt_tab, ``text.ensure_punkt``)."""
     with tempfile.TemporaryDirectory() as tmp:
         _offline_nltk(Path(tmp))
-        lib = _import_official(src, "instruction_following_eval.evaluation_lib", ("instruction_following_eval",))
-        fixture = ROOT / "mrtpo_openrlhf" / "data" / "eval_fixtures" / "ifeval" / "input_data.jsonl"
-        inputs = lib.read_prompt_list(str(fixture))
-        mini = [json.loads(line) for line in
+        lib = _import_official(src, "evaluation_lib", ("ifbench", "evaluation_lib"))
+        from nltk.tokenize.punkt import PunktTokenizer
+
+        util = sys.modules["ifbench.instructions_util"]
+        util._get_sentence_tokenizer = lambda: PunktTokenizer("english")
+        inputs = lib.read_prompt_list(str(data_dir / "input_data.jsonl"))[:limit]
+        sample = [json.loads(line)["response"] for line in
+                  (src / "data" / "sample_output.jsonl").read_text(encoding="utf-8").splitlines()]
+        mini = [json.loads(line)["response"] for line in
                 (ROOT / "mrtpo_openrlhf/data/instructions/eval_mini.jsonl").read_text(encoding="utf-8").splitlines()]
-        pool = [row["response"] for row in mini]
-        responses = {inp.prompt: [v for text in pool for v in perturbations(text)] + GENERIC for inp in inputs}
-        examples = {ex.id: ex for ex in load_benchmark("ifeval")}
+        pool = mini + sample
+        responses = {}
+        for index, inp in enumerate(inputs):
+            texts = perturbations(pool[index % len(pool)])[:9]
+            texts += [t for iid, kw in zip(inp.instruction_id_list, inp.kwargs)
+                      for t in targeted_ifeval(iid, {k: v for k, v in kw.items() if v is not None}, inp.prompt)]
+            responses[inp.prompt] = texts + GENERIC
+        examples = {ex.id: ex for ex in load_benchmark("ifeval", data_dir)}
         return if_parity(lib, inputs, responses, examples, "ifeval")
+
+
+# ----------------------------------------------------------------------------------------------- MulDimIF
+MULDIMIF_SHAPES = [
+    "| Name | Age | City |\n|---|---|---|\n| Ann | 30 | Rome |\n| Bob | 25 | Oslo |",
+    '```json\n{"a": {"b": {"c": 1}}, "d": [1, 2]}\n```', "# Title\n\n## Part One\n\nText here.\n\n### Detail\n\nMore.",
+    "THIS IS ALL UPPERCASE TEXT. IT HAS TWO SENTENCES.", "This Text Uses Capitalized Words Only. Every Word Counts.",
+    "> A block quote.\n\nPlain text after it; it ends here.", "- one\n- two\n- three\n\nDone!",
+    '<root a="1" b="2"><item c="3">x</item></root>', "Short answer.", "One. Two. Three. Four. Five. Six.",
+]
+
+
+def muldimif_parity(src: Path, limit: int | None) -> tuple[int, int, dict[str, list[int]], list[str]]:
+    """MulDimIF's ``Code/evaluation`` (``evaluation.check``: ``class_mapping[cat_sub].check(rule, response)``) on its
+    ``Data/test.json`` constraints, against the harness's rule-text checker. ``zhconv`` (traditional/simplified
+    Chinese) is not installed: Language_Chinese constraints are not compared."""
+    sys.modules.setdefault("zhconv", types.SimpleNamespace(convert=lambda text, locale: text))
+    for path in (src / "Code", src / "Code" / "evaluation"):
+        sys.path.insert(0, str(path))
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        official = __import__("evaluation")
+    data = json.loads((src / "Data" / "test.json").read_text(encoding="utf-8"))[:limit]
+    pool = MULDIMIF_SHAPES
+    agree = total = 0
+    per: dict[str, list[int]] = {}
+    diffs: list[str] = []
+    from mrtpo_openrlhf.verifiers.instructions import MulDimIFConstraint, UnsupportedInstruction, check_strict
+
+    for item in data:
+        prompt = item["conversations"][0]["content"]
+        for text in pool + perturbations(prompt)[:4]:
+            for constraint in item["constraints"]:
+                key = f"{constraint[0]}_{constraint[1]}"
+                counts = per.setdefault(key, [0, 0])
+                if key.startswith("Language_Chinese"):
+                    continue
+                theirs = bool(official.get_instance(key).check(constraint[-1], text))
+                try:
+                    mine = check_strict(MulDimIFConstraint(*constraint), text)
+                except UnsupportedInstruction:
+                    mine = "unsupported"
+                same = theirs == mine
+                counts[0] += same
+                counts[1] += 1
+                agree += same
+                total += 1
+                if not same:
+                    diffs.append(f"muldimif {item['id']} {key}: {constraint[-1][:70]!r}: official {theirs}, ours {mine} "
+                                 f"| {text[:60]!r}")
+    return agree, total, per, diffs
 
 
 # ----------------------------------------------------------------------------------------------- BFCL
@@ -338,19 +473,26 @@ def spider_parity(src: Path) -> tuple[int, int, dict[str, list[int]], list[str]]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="ifbench,ifeval,bfcl,spider")
+    ap.add_argument("--only", default="ifbench,ifeval,bfcl,spider,muldimif")
     ap.add_argument("--bfcl-limit", type=int, default=None, help="items per BFCL category (default all)")
     ap.add_argument("--ifbench-src", type=Path, default=Path("/tmp/ifbench_main"))
-    ap.add_argument("--ifeval-src", type=Path, default=Path("/tmp/ifeval_google"))
+    ap.add_argument("--ifeval-data", type=Path, default=Path("/tmp/ifeval_data"),
+                    help="folder with IFEval's input_data.jsonl (541 prompts)")
+    ap.add_argument("--ifeval-limit", type=int, default=None, help="first N IFEval prompts")
+    ap.add_argument("--muldimif-src", type=Path, default=Path("/tmp/muldimif_eval"),
+                    help="copy of the MulDimIF repository's Code/ and Data/test.json")
+    ap.add_argument("--muldimif-limit", type=int, default=300, help="first N test items")
     ap.add_argument("--spider-src", type=Path, default=Path("/tmp/test-suite-sql-eval"))
     ap.add_argument("--per-instruction", action="store_true", help="print agreement per instruction id")
     args = ap.parse_args()
     runs = {
         "ifbench": ("IFBench vs allenai/IFBench main", args.ifbench_src, lambda: ifbench_parity(args.ifbench_src)),
-        "ifeval": ("IFEval vs google-research instruction_following_eval", args.ifeval_src,
-                   lambda: ifeval_parity(args.ifeval_src)),
+        "ifeval": ("IFEval vs google-research instruction_following_eval (as vendored by allenai/IFBench main)",
+                   args.ifbench_src, lambda: ifeval_parity(args.ifbench_src, args.ifeval_data, args.ifeval_limit)),
         "bfcl": ("BFCL AST + prompt-mode decoding vs bfcl_eval", None, lambda: bfcl_parity(args.bfcl_limit)),
         "spider": ("Spider vs test-suite exec_eval", args.spider_src, lambda: spider_parity(args.spider_src)),
+        "muldimif": ("MulDimIF vs Junjie-Ye/MulDimIF Code/evaluation", args.muldimif_src,
+                     lambda: muldimif_parity(args.muldimif_src, args.muldimif_limit)),
     }
     for key in args.only.split(","):
         name, src, fn = runs[key]

@@ -313,3 +313,11 @@ IFBENCH_MAIN_VERDICTS = [
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(IFBENCH_MAIN_VERDICTS)])
 def test_ifbench_follows_allenai_main(iid, kwargs, text, official):
     assert check_strict(build_checker(iid, kwargs), text) is official
+
+
+def test_letter_frequency_accepts_the_non_letter_ifeval_asks_for():
+    # IFEval key 1122 asks for at least 4 "#": the harness used to refuse to load IFEval's data because of it
+    chk = build_checker("keywords:letter_frequency", {"letter": "#", "let_frequency": 4, "let_relation": "at least"})
+    assert check_strict(chk, "#a #b #c #d") is True and check_strict(chk, "#a #b") is False
+    with pytest.raises(ValueError, match="one character"):
+        build_checker("keywords:letter_frequency", {"letter": "ab", "let_frequency": 1, "let_relation": "at least"})
