@@ -141,7 +141,8 @@ DATE_AND_MULTI_CASES = [
 
 @pytest.mark.parametrize("keep_distinct", [False, True])
 def test_spider_date_rewrite_and_multi_statement(tmp_path, run_cli, kit, keep_distinct):
-    items = [{"db_id": "school", "question": f"q{i}", "query": gold} for i, (gold, *_r) in enumerate(DATE_AND_MULTI_CASES)]
+    items = [{"db_id": "school", "question": f"q{i}", "query": gold}
+             for i, (gold, *_r) in enumerate(DATE_AND_MULTI_CASES)]
     data = kit.make_spider_dir(tmp_path / "spider", items)
     preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"id": i, "sql": c[1]} for i, c in enumerate(DATE_AND_MULTI_CASES)])
     args = ["--benchmark", "spider", "--data-dir", data, "--predictions", preds] + ["--keep-distinct"] * keep_distinct
