@@ -313,7 +313,7 @@ def read_predictions(specs: Sequence[str], examples: Mapping[str, Sequence[EvalE
         bench_of_file, path = _bench_of_file(spec)
         if not Path(path).is_file():
             raise DatasetError(f"predictions file {path} not found")
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a BOM must not turn JSONL into "SQL lines"
         head = text.lstrip()[:1]
         whole = None
         if head == "{":

@@ -163,3 +163,10 @@ def test_responses_list_is_samples_and_plain_repeat_is_a_duplicate(tmp_path, run
                                                    {"id": "m1", "response": "b"}])
     code, _ = run_cli("--benchmark", "muldimif", "--predictions", preds)
     assert code == 2 and "duplicate prediction" in capsys.readouterr().err
+
+
+def test_jsonl_with_a_byte_order_mark(tmp_path, run_cli, kit):
+    path = tmp_path / "p.jsonl"
+    path.write_text("\ufeff" + json.dumps({"id": "0", "sql": BIRD_SQL["0"][0]}) + "\n", encoding="utf-8")
+    code, out = run_cli("--benchmark", "bird", "--predictions", path)
+    assert code == 0 and kit.read_records(out, "bird")["0"]["verdict"] is True
