@@ -7,12 +7,14 @@ Public API::
     score_one(example, response)                # -> record dict with verdict/reason/answer
     summarize("spider", records)                # -> official aggregates (percent) + headline columns
     run_evaluation(EvalConfig(["bird"], predictions=["preds.jsonl"], out="runs/eval/x"))
+    read_predictions(["spider=pred.sql"], {"spider": examples})   # -> {benchmark: {id: [Prediction per sample]}}
 
 Command line: ``python eval/run.py --benchmark bird --predictions preds.jsonl`` (docs/eval.md).
 """
 from .data import BENCHMARKS, EvalDataError, EvalExample, load_benchmark
 from .generation import GenerationConfig, generate
-from .runner import EvalConfig, Prediction, read_predictions, run_evaluation, score_examples
+from .predictions import Prediction, read_predictions
+from .runner import EvalConfig, run_evaluation, score_examples
 from .scoring import score_one, summarize
 
 __all__ = ["BENCHMARKS", "EvalConfig", "EvalDataError", "EvalExample", "GenerationConfig", "Prediction", "generate",

@@ -1,18 +1,10 @@
-"""The evaluation run: load benchmarks, get responses (model or predictions file), score, write the outputs.
+"""The evaluation run: load benchmarks, get responses (model or predictions files), score, write the outputs.
 
-Predictions file (``--predictions [BENCHMARK=]FILE``, JSONL, one object per line)::
-
-    {"id": "<example id>", "response": "<model output text>", "benchmark": "spider"}
-
-- ``id``: the example id the harness uses (records of a model run show them): Spider = position in dev.json,
-  BIRD = ``question_id`` (its position), IFEval/IFBench = ``key``, MulDimIF = ``id`` (else position), BFCL = ``id``.
-- ``response``: the full model output, scored exactly like a generated one (SQL is extracted from the last
-  ```sql block, tool calls from the ``<tool_call>`` block). For Spider/BIRD a row may give ``"sql"`` instead: the
-  bare query, used as the extracted answer (the official scripts' one-query-per-line format).
-- ``benchmark``: needed only when one file holds several benchmarks; ``BENCHMARK=FILE`` sets it for a whole file,
-  and a single requested benchmark needs neither.
-Ids that the benchmark does not have are an error; examples without a prediction count as wrong
-(``reason = "no prediction"``) and are reported as ``n_missing``.
+Prediction formats: ``predictions.py``. Several predictions of one id are samples: each is scored, weighted
+1/n_samples in the benchmark's aggregates (so they are mean accuracies over samples), and ``pass@k`` is reported.
+Ids that the benchmark does not have are an error naming the first of them; examples without a prediction count as
+wrong (``reason = "no prediction"``, ``n_missing``), and the headline states the coverage of a partial run. BFCL
+categories with no prediction at all are left out (not run), as with ``--bfcl-category``.
 """
 from __future__ import annotations
 
@@ -26,15 +18,15 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, write_jsonl
+from mrtpo_openrlhf.data.jsonl import write_jsonl
 from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES
 
-from .data import BENCHMARKS, SQL_BENCHMARKS, EvalExample, load_benchmark
+from .data import SQL_BENCHMARKS, EvalExample, load_benchmark
 from .generation import GenerationConfig, generate
-from .scoring import BIRD_TIMEOUT_S, SPIDER_TIMEOUT_S, score_one, summarize
+from .predictions import Prediction, read_predictions
+from .scoring import BIRD_TIMEOUT_S, NO_PREDICTION, SPIDER_TIMEOUT_S, pass_at_k, score_one, summarize
 
 logger = logging.getLogger(__name__)
-NO_PREDICTION = "no prediction"
 
 
 @dataclass
@@ -53,53 +45,6 @@ class EvalConfig:
     workers: int = 4  # SQL scoring threads (SQLite releases the GIL)
 
 
-@dataclass(frozen=True)
-class Prediction:
-    response: str
-    answer: str | None = None  # a bare SQL query given instead of a response
-
-
-def read_predictions(specs: Sequence[str], benchmarks: Sequence[str]) -> dict[str, dict[str, Prediction]]:
-    """``[BENCHMARK=]FILE`` specs -> {benchmark: {id: Prediction}}; DatasetError names file:line on bad rows."""
-    out: dict[str, dict[str, Prediction]] = {b: {} for b in benchmarks}
-    for spec in specs:
-        bench_of_file, _, path = spec.rpartition("=") if "=" in spec and spec.split("=", 1)[0] in BENCHMARKS \
-            else ("", "", spec)
-        if not Path(path).is_file():
-            raise DatasetError(f"predictions file {path} not found")
-        for lineno, row in enumerate(iter_jsonl(path), 1):
-            where = f"{path}: row {lineno}"
-            bench = row.get("benchmark") or bench_of_file or (benchmarks[0] if len(benchmarks) == 1 else None)
-            if bench is None:
-                raise DatasetError(f"{where}: no 'benchmark' field, and several benchmarks were requested "
-                                   "(add the field or pass BENCHMARK=FILE)")
-            if bench not in out:
-                raise DatasetError(f"{where}: benchmark {bench!r} was not requested ({', '.join(benchmarks)})")
-            if "id" not in row or not isinstance(row["id"], (str, int)):
-                raise DatasetError(f"{where}: missing 'id' (string or integer)")
-            sql = row.get("sql")
-            if sql is not None and (bench not in SQL_BENCHMARKS or not isinstance(sql, str)):
-                raise DatasetError(f"{where}: 'sql' is allowed only for spider/bird and must be a string")
-            response = row.get("response", "" if sql is not None else None)
-            if not isinstance(response, str):
-                raise DatasetError(f"{where}: 'response' must be a string" + (" (or give 'sql')" if bench in SQL_BENCHMARKS else ""))
-            key = str(row["id"])
-            if key in out[bench]:
-                raise DatasetError(f"{where}: duplicate prediction for {bench} id {key!r}")
-            out[bench][key] = Prediction(response, sql)
-    return out
-
-
-def check_prediction_ids(benchmark: str, examples: Sequence[EvalExample], predictions: dict[str, Prediction]) -> None:
-    """Raise DatasetError listing ids the benchmark does not have."""
-    known = {ex.id for ex in examples}
-    unknown = sorted(set(predictions) - known)
-    if unknown:
-        shown = ", ".join(repr(u) for u in unknown[:5])
-        raise DatasetError(f"{benchmark}: {len(unknown)} prediction id(s) are not in the benchmark data: {shown}"
-                           f"{' ...' if len(unknown) > 5 else ''} (example ids look like {next(iter(known), '?')!r})")
-
-
 def limit_examples(examples: Sequence[EvalExample], limit: int) -> list[EvalExample]:
     """The first ``limit`` examples; for BFCL the first ``limit`` of each category."""
     taken: dict[str, int] = {}
@@ -112,36 +57,59 @@ def limit_examples(examples: Sequence[EvalExample], limit: int) -> list[EvalExam
     return out
 
 
-def score_examples(examples: Sequence[EvalExample], responses: Sequence[Prediction | None], cfg: EvalConfig,
-                   desc: str = "scoring") -> list[dict[str, Any]]:
-    """One record per example, in order; SQL benchmarks are scored on ``cfg.workers`` threads."""
-    def one(pair: tuple[EvalExample, Prediction | None]) -> dict[str, Any]:
-        ex, pred = pair
+def score_examples(examples: Sequence[EvalExample], responses: Sequence[Prediction | Sequence[Prediction] | None],
+                   cfg: EvalConfig, desc: str = "scoring") -> list[dict[str, Any]]:
+    """Records in example order: one per sample (a Prediction, a list of samples, or None = no prediction).
+
+    With several samples each record carries ``sample`` (its index) and ``weight`` = 1/n_samples, so every example
+    weighs 1 in the aggregates. SQL benchmarks are scored on ``cfg.workers`` threads.
+    """
+    def one(job: tuple[EvalExample, Prediction | None, int, int]) -> dict[str, Any]:
+        ex, pred, index, n = job
         options: dict[str, Any] = {}
         if ex.benchmark == "spider":
             options = {"timeout_s": cfg.spider_timeout_s, "keep_distinct": cfg.keep_distinct}
         elif ex.benchmark == "bird":
             options = {"timeout_s": cfg.bird_timeout_s}
         if pred is None:
-            record = score_one(ex, "", None, **options)
-            return {**record, "verdict": False, "reason": NO_PREDICTION}
-        return score_one(ex, pred.response, pred.answer, **options)
+            record = {**score_one(ex, "", None, **options), "verdict": False, "reason": NO_PREDICTION}
+            if "unsupported" in record:  # nothing was scored, so nothing was unsupported
+                record["unsupported"] = []
+                record.pop("supported")
+        else:
+            record = score_one(ex, pred.response, pred.answer, **options)
+        return {**record, "sample": index, "weight": 1.0 / n} if n > 1 else record
 
-    pairs = list(zip(examples, responses))
+    jobs = []
+    for ex, given in zip(examples, responses):
+        samples = [given] if given is None or isinstance(given, Prediction) else list(given)
+        jobs += [(ex, pred, i, len(samples)) for i, pred in enumerate(samples)]
     threaded = cfg.workers > 1 and any(ex.benchmark in SQL_BENCHMARKS for ex in examples)
-    with tqdm(total=len(pairs), desc=desc, unit="ex", disable=len(pairs) < 20) as bar:
+    records = []
+    with tqdm(total=len(jobs), desc=desc, unit="ex", disable=len(jobs) < 20) as bar:
         if threaded:
             with ThreadPoolExecutor(cfg.workers) as pool:
-                records = []
-                for record in pool.map(one, pairs):
+                for record in pool.map(one, jobs):
                     records.append(record)
                     bar.update(1)
-                return records
-        records = []
-        for pair in pairs:
-            records.append(one(pair))
-            bar.update(1)
-        return records
+        else:
+            for job in jobs:
+                records.append(one(job))
+                bar.update(1)
+    return records
+
+
+def headline_note(summary: dict[str, Any], column: str) -> str:
+    """What a headline cell must say besides its number: the coverage of a partial predictions run
+    (" (120/3,641 predicted)") and unsupported-offline decisions counted as failed, with the value without them."""
+    notes = []
+    n, predicted = summary["n"], summary.get("n_predicted", summary["n"])
+    if predicted < n:
+        notes.append(f"{predicted:,}/{n:,} predicted")
+    if summary.get("n_unsupported"):
+        without = summary.get("headline_without_unsupported", {}).get(column)
+        notes.append(f"{summary['n_unsupported']} unsupported as failed; without: {_fmt(without)}")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _fmt(value: float | None) -> str:
@@ -155,7 +123,9 @@ def combined_table(summaries: dict[str, dict[str, Any]], label: str) -> tuple[st
     average = sum(values) / len(values) if values and len(values) == len(columns) else None
     header = "| Model | " + " | ".join(name for name, _ in columns) + " | Avg |"
     rule = "|---|" + "---:|" * (len(columns) + 1)
-    row = f"| {label} | " + " | ".join(_fmt(v) for _, v in columns) + f" | {_fmt(average)} |"
+    notes = [headline_note(summaries[bench], name) for bench in summaries for name in summaries[bench]["headline"]]
+    row = (f"| {label} | " + " | ".join(_fmt(v) + note for (_, v), note in zip(columns, notes))
+           + f" | {_fmt(average)} |")
     return "\n".join([header, rule, row]), average
 
 
@@ -169,6 +139,13 @@ def _details(bench: str, summary: dict[str, Any]) -> list[str]:
         if groups:
             lines += [f"\n| {key[3:]} | accuracy | count |", "|---|---:|---:|"]
             lines += [f"| {name} | {_fmt(g['accuracy'])} | {g['count']} |" for name, g in groups.items()]
+    for key, title in (("without_unsupported", "without the unsupported-offline decisions"),
+                       ("samples", "samples")):
+        part = summary.get(key)
+        if part:
+            flat = {**{k: v for k, v in part.items() if k != "pass_at_k"}, **part.get("pass_at_k", {})}
+            lines.append(f"\n{title}: " + ", ".join(f"{k} = {_fmt(v) if isinstance(v, float) or v is None else v}"
+                                                   for k, v in flat.items()))
     return lines
 
 
@@ -200,10 +177,7 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
         raise ValueError("give exactly one of a model (--model) or predictions (--predictions)")
     benchmarks = list(dict.fromkeys(cfg.benchmarks))
     examples = {b: load_benchmark(b, cfg.data_dirs.get(b), tuple(cfg.bfcl_categories)) for b in benchmarks}
-    predictions = read_predictions(cfg.predictions, benchmarks) if cfg.predictions else None
-    if predictions is not None:
-        for bench in benchmarks:
-            check_prediction_ids(bench, examples[bench], predictions[bench])
+    predictions = read_predictions(cfg.predictions, examples) if cfg.predictions else None
     if cfg.limit is not None:
         examples = {b: limit_examples(exs, cfg.limit) for b, exs in examples.items()}
 
@@ -212,16 +186,25 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
     for bench in benchmarks:
         exs = examples[bench]
         if predictions is not None:
-            responses = [predictions[bench].get(ex.id) for ex in exs]
-            missing = sum(r is None for r in responses)
-            if missing:
-                logger.warning("%s: %d of %d examples have no prediction (scored as wrong)", bench, missing, len(exs))
+            given = predictions[bench]
+            if bench == "bfcl":  # a category without any prediction was not run
+                ran = {ex.meta["category"] for ex in exs if ex.id in given}
+                exs = [ex for ex in exs if ex.meta["category"] in ran]
+            responses = [given.get(ex.id) for ex in exs]
+            n_total = len(examples[bench])
+            predicted = sum(r is not None for r in responses)
+            if predicted < n_total:
+                logger.warning("%s: %d of %d examples have a prediction (the others count as wrong; BFCL categories "
+                               "without any are left out)", bench, predicted, n_total)
         else:
             texts = generate(cfg.model, [ex.prompt for ex in exs], cfg.generation)
             responses = [Prediction(t) for t in texts]
-            missing = 0
+            n_total = predicted = len(exs)
         records[bench] = score_examples(exs, responses, cfg, desc=f"scoring {bench}")
-        summaries[bench] = {**summarize(bench, records[bench]), "n_missing": missing}
+        summary = summarize(bench, records[bench])
+        summaries[bench] = {**summary, "n": n_total, "n_scored": summary["n"], "n_predicted": predicted,
+                            "n_missing": len(exs) - predicted,
+                            **pass_at_k(records[bench])}
 
     label = Path(cfg.model).name if cfg.model else "predictions"
     out_dir = Path(cfg.out) if cfg.out else Path("runs/eval") / time.strftime("%Y%m%d-%H%M%S")

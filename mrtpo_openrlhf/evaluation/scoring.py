@@ -20,7 +20,9 @@ Official rules reproduced here (the comparisons themselves live in ``mrtpo_openr
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
+from math import comb
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -29,8 +31,8 @@ from mrtpo_openrlhf.rewards import tool as tool_reward
 from mrtpo_openrlhf.verifiers.instructions import (MulDimIFConstraint, UnsupportedInstruction, build_checker,
                                                    check_loose, check_strict)
 from mrtpo_openrlhf.verifiers.sql import (GoldResultCache, bird_set_match, execute_sql, extract_sql,
-                                          remove_distinct, spider_result_eq)
-from mrtpo_openrlhf.verifiers.tool import check_bfcl, parse_tool_calls
+                                          remove_distinct, spider_result_eq, split_statements)
+from mrtpo_openrlhf.verifiers.tool import ParsedCalls, check_bfcl, parse_tool_calls
 from mrtpo_openrlhf.verifiers.response import END_OF_TURN_MARKERS as _END_MARKERS
 
 from .data import EvalExample
@@ -39,6 +41,7 @@ SPIDER_TIMEOUT_S = 60.0  # exec_eval.py TIMEOUT (there it never fires; here the 
 BIRD_TIMEOUT_S = 30.0  # BIRD evaluation.py meta_time_out
 EVAL_MAX_ROWS = 1_000_000  # the official scripts fetch everything; past this cap the example counts as wrong
 GOLD_CACHE = GoldResultCache(maxsize=8192)
+NO_PREDICTION = "no prediction"  # the reason of an example a predictions file does not cover
 
 
 def _pct(num: float, den: float) -> float | None:
@@ -49,6 +52,22 @@ def _pct(num: float, den: float) -> float | None:
 def spider_postprocess(sql: str) -> str:
     """exec_eval.postprocess: close up the comparison operators a tokenizer may have split."""
     return sql.replace("> =", ">=").replace("< =", "<=").replace("! =", "!=")
+
+
+_CUR_YEAR = re.compile(r"YEAR\s*\(\s*CURDATE\s*\(\s*\)\s*\)\s*", re.IGNORECASE)
+
+
+def spider_replace_cur_year(sql: str) -> str:
+    """exec_eval.replace_cur_year, applied to both queries right before execution: MySQL's ``YEAR(CURDATE())``
+    becomes ``2020`` (the regex also eats the whitespace after it, as the official one does)."""
+    return _CUR_YEAR.sub("2020", sql)
+
+
+def spider_remove_distinct(sql: str) -> str:
+    """parse.remove_distinct: DISTINCT tokens dropped from the FIRST statement only (``sqlparse.parse(s)[0]``), so a
+    multi-statement prediction is cut to its first statement, exactly as the official scorer does."""
+    statements = split_statements(sql)
+    return remove_distinct(statements[0] if len(statements) > 1 else sql)
 
 
 def spider_order_matters(gold_sql: str) -> bool:
@@ -75,8 +94,9 @@ def score_spider(example: EvalExample, response: str, answer: str | None = None,
         return {**record, "verdict": False, "reason": "no SQL found in the response"}
     pred_sql, gold_sql = spider_postprocess(sql), spider_postprocess(example.target["gold"])
     if not keep_distinct:
-        pred_sql, gold_sql = remove_distinct(pred_sql), remove_distinct(gold_sql)
+        pred_sql, gold_sql = spider_remove_distinct(pred_sql), spider_remove_distinct(gold_sql)
     order_matters = spider_order_matters(gold_sql)
+    pred_sql, gold_sql = spider_replace_cur_year(pred_sql), spider_replace_cur_year(gold_sql)
     record["order_matters"] = order_matters
     databases = spider_databases(example.target["db_dir"])
     record["n_databases"] = len(databases)
@@ -151,6 +171,7 @@ def score_instructions(example: EvalExample, response: str, answer: str | None =
             "follow_instruction_list_strict": strict, "follow_instruction_list_loose": loose,
             "follow_all_strict": all(strict), "follow_all_loose": all(loose),
             "unsupported": [why for why in reasons if why.startswith("unsupported")],
+            "supported": [not why.startswith("unsupported") for why in reasons],
             "verdict": all(strict), "reason": "; ".join(failed)}
 
 
@@ -164,14 +185,15 @@ def score_muldimif(example: EvalExample, response: str, answer: str | None = Non
         reasons.append(why or ("" if ok else f"not satisfied: {triple[2]}"))
     return {"answer": text, "constraints": example.target["constraints"], "constraint_results": results,
             "unsupported": [why for why in reasons if why.startswith("unsupported")],
+            "supported": [not why.startswith("unsupported") for why in reasons],
             "verdict": all(results), "reason": "; ".join(r for r in reasons if r)}
 
 
 # ----------------------------------------------------------------------------------------------- BFCL
-def score_bfcl(example: EvalExample, response: str, answer: str | None = None) -> dict[str, Any]:
-    """BFCL AST decision for one item (the training layout's ``<tool_call>`` block is parsed strictly)."""
-    text = tool_reward.extract_response(response or "", "")
-    parsed = parse_tool_calls(text)
+def score_bfcl(example: EvalExample, response: str, answer: ParsedCalls | None = None) -> dict[str, Any]:
+    """BFCL AST decision for one item: ``answer`` = calls a predictions file already gave (BFCL's python-call list,
+    OpenAI tool_calls), else the training layout's ``<tool_call>`` block, parsed strictly."""
+    parsed = answer if answer is not None else parse_tool_calls(tool_reward.extract_response(response or "", ""))
     target = example.target
     ok, why = check_bfcl(target["category"], target["functions"], parsed.calls, target["ground_truth"])
     if not ok and not parsed.ok and "irrelevance" not in target["category"]:
@@ -185,56 +207,141 @@ SCORERS = {"spider": score_spider, "bird": score_bird, "ifeval": score_instructi
 
 
 # ----------------------------------------------------------------------------------------------- summaries
+def _w(record: dict) -> float:
+    """A record's weight: 1, or 1/n_samples when its example has several samples (each example weighs 1)."""
+    return record.get("weight", 1.0)
+
+
+def _n_examples(records: Iterable[dict]) -> int:
+    return round(sum(_w(r) for r in records))
+
+
+def _wpct(pairs: Iterable[tuple[float, float]]) -> float | None:
+    """Weighted percentage of (weight, value) pairs."""
+    pairs = list(pairs)
+    return _pct(sum(w * v for w, v in pairs), sum(w for w, _ in pairs))
+
+
 def _accuracy_by(records: Iterable[dict], key: str) -> dict[str, dict[str, Any]]:
-    groups: dict[str, list[bool]] = defaultdict(list)
+    groups: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     for r in records:
         if r.get(key) is not None:
-            groups[str(r[key])].append(bool(r["verdict"]))
-    return {k: {"accuracy": _pct(sum(v), len(v)), "count": len(v)} for k, v in sorted(groups.items())}
+            groups[str(r[key])].append((_w(r), bool(r["verdict"])))
+    return {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))} for k, v in sorted(groups.items())}
+
+
+def pass_at_k(records: list[dict]) -> dict[str, Any]:
+    """``{"samples": {...}}`` when some example has several samples, else {}: mean accuracy over samples and the
+    unbiased pass@k (Chen et al. 2021: 1 - C(n-c, k) / C(n, k) per example, averaged) for k = 1, 2, 4, ... up to
+    the smallest sample count of a predicted example (and that count). An example without a prediction counts 0."""
+    if not any("sample" in r for r in records):
+        return {}
+    per_example: dict[str, list[bool]] = defaultdict(list)
+    predicted: set[str] = set()
+    for r in records:
+        per_example[r["id"]].append(bool(r["verdict"]))
+        if r.get("reason") != NO_PREDICTION:
+            predicted.add(r["id"])
+    counts = [len(per_example[k]) for k in predicted]
+    n_min = min(counts)
+    ks = sorted({k for k in (2 ** i for i in range(n_min.bit_length())) if k <= n_min} | {n_min})
+
+    def one(verdicts: list[bool], k: int) -> float:
+        n, c = len(verdicts), sum(verdicts)
+        if c == 0:
+            return 0.0
+        return 1.0 if n - c < k else 1.0 - comb(n - c, k) / comb(n, k)
+
+    values = list(per_example.values())
+    return {"samples": {"n_min": n_min, "n_max": max(counts),
+                        "mean_accuracy": _pct(sum(sum(v) / len(v) for v in values), len(values)),
+                        "pass_at_k": {f"pass@{k}": _pct(sum(one(v, k) for v in values), len(values)) for k in ks}}}
 
 
 def summarize_sql(records: list[dict]) -> dict[str, Any]:
     """EX overall and by ``difficulty`` when the data has it (BIRD: simple/moderate/challenging)."""
-    n = len(records)
-    return {"n": n, "ex": _pct(sum(r["verdict"] for r in records), n),
+    return {"n": _n_examples(records), "ex": _wpct((_w(r), r["verdict"]) for r in records),
             "by_difficulty": _accuracy_by(records, "difficulty"),
-            "gold_errors": sum(1 for r in records if r.get("gold_error"))}
+            "gold_errors": sum(1 for r in records if r.get("gold_error"))}  # per sample
+
+
+def _supported(record: dict) -> list[bool]:
+    """Which decisions of a record could be made here (a record without a prediction has none unsupported)."""
+    n = len(record.get("follow_instruction_list_strict", record.get("constraint_results", [])))
+    return record.get("supported") or [True] * n
+
+
+def _n_unsupported(records: list[dict]) -> int:
+    """Unsupported decisions among the scored records (each example once, whatever its number of samples)."""
+    return round(sum(_w(r) * _supported(r).count(False) for r in records))
+
+
+def _if_numbers(records: list[dict], keep) -> dict[str, Any]:
+    """IFEval's four numbers over the instructions ``keep(record, index)`` selects; prompts with none are left out."""
+    prompt_strict, prompt_loose, inst_strict, inst_loose = [], [], [], []
+    for r in records:
+        idx = [i for i in range(len(r["follow_instruction_list_strict"])) if keep(r, i)]
+        if not idx:
+            continue
+        strict = [r["follow_instruction_list_strict"][i] for i in idx]
+        loose = [r["follow_instruction_list_loose"][i] for i in idx]
+        prompt_strict.append((_w(r), all(strict)))
+        prompt_loose.append((_w(r), all(loose)))
+        inst_strict += [(_w(r), x) for x in strict]
+        inst_loose += [(_w(r), x) for x in loose]
+    return {"n": round(sum(w for w, _ in prompt_strict)), "prompt_strict": _wpct(prompt_strict),
+            "inst_strict": _wpct(inst_strict), "prompt_loose": _wpct(prompt_loose), "inst_loose": _wpct(inst_loose)}
 
 
 def summarize_instructions(records: list[dict]) -> dict[str, Any]:
-    """IFEval's four numbers plus per-instruction (tier1) and per-group (tier0) strict accuracy."""
-    n = len(records)
-    strict = [x for r in records for x in r["follow_instruction_list_strict"]]
-    loose = [x for r in records for x in r["follow_instruction_list_loose"]]
-    per_id: dict[str, list[bool]] = defaultdict(list)
-    per_group: dict[str, list[bool]] = defaultdict(list)
+    """IFEval's four numbers plus per-instruction (tier1) and per-group (tier0) strict accuracy.
+
+    Unsupported-offline instructions count as not followed in the main numbers (``n_unsupported`` of them, among
+    scored responses); ``without_unsupported`` gives the same numbers with those instructions left out.
+    """
+    strict = [(_w(r), x) for r in records for x in r["follow_instruction_list_strict"]]
+    loose = [(_w(r), x) for r in records for x in r["follow_instruction_list_loose"]]
+    per_id: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    per_group: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     for r in records:
         for iid, ok in zip(r["instruction_id_list"], r["follow_instruction_list_strict"]):
-            per_id[iid].append(ok)
-            per_group[iid.split(":")[0]].append(ok)
-    return {"n": n, "n_instructions": len(strict),
-            "prompt_strict": _pct(sum(r["follow_all_strict"] for r in records), n),
-            "inst_strict": _pct(sum(strict), len(strict)),
-            "prompt_loose": _pct(sum(r["follow_all_loose"] for r in records), n),
-            "inst_loose": _pct(sum(loose), len(loose)),
-            "n_unsupported": sum(len(r["unsupported"]) for r in records),
-            "by_instruction": {k: _pct(sum(v), len(v)) for k, v in sorted(per_id.items())},
-            "by_group": {k: _pct(sum(v), len(v)) for k, v in sorted(per_group.items())}}
+            per_id[iid].append((_w(r), ok))
+            per_group[iid.split(":")[0]].append((_w(r), ok))
+    return {"n": _n_examples(records), "n_instructions": round(sum(w for w, _ in strict)),
+            "prompt_strict": _wpct((_w(r), r["follow_all_strict"]) for r in records),
+            "inst_strict": _wpct(strict),
+            "prompt_loose": _wpct((_w(r), r["follow_all_loose"]) for r in records),
+            "inst_loose": _wpct(loose),
+            "n_unsupported": _n_unsupported(records),
+            "without_unsupported": _if_numbers(records, lambda r, i: _supported(r)[i]),
+            "by_instruction": {k: _wpct(v) for k, v in sorted(per_id.items())},
+            "by_group": {k: _wpct(v) for k, v in sorted(per_group.items())}}
 
 
 def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
-    """All-constraints (prompt) accuracy, constraint-level accuracy, and the average per category."""
-    n = len(records)
-    flat = [(c[0], ok) for r in records for c, ok in zip(r["constraints"], r["constraint_results"])]
-    per_category: dict[str, list[bool]] = defaultdict(list)
-    for category, ok in flat:
-        per_category[category].append(ok)
-    return {"n": n, "n_constraints": len(flat),
-            "all_constraints": _pct(sum(r["verdict"] for r in records), n),
-            "constraint_level": _pct(sum(ok for _, ok in flat), len(flat)),
-            "by_category": {k: {"accuracy": _pct(sum(v), len(v)), "count": len(v)}
+    """All-constraints (prompt) accuracy, constraint-level accuracy, and the average per category; unsupported
+    rules as in ``summarize_instructions`` (counted as failed, and ``without_unsupported``)."""
+    flat = [(c[0], _w(r), ok) for r in records for c, ok in zip(r["constraints"], r["constraint_results"])]
+    per_category: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    for category, w, ok in flat:
+        per_category[category].append((w, ok))
+    return {"n": _n_examples(records), "n_constraints": round(sum(w for _, w, _ in flat)),
+            "all_constraints": _wpct((_w(r), r["verdict"]) for r in records),
+            "constraint_level": _wpct((w, ok) for _, w, ok in flat),
+            "by_category": {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))}
                             for k, v in sorted(per_category.items())},
-            "n_unsupported": sum(len(r["unsupported"]) for r in records)}
+            "n_unsupported": _n_unsupported(records),
+            "without_unsupported": _muldimif_without_unsupported(records)}
+
+
+def _muldimif_without_unsupported(records: list[dict]) -> dict[str, Any]:
+    prompts, flat = [], []
+    for r in records:
+        kept = [ok for ok, sup in zip(r["constraint_results"], _supported(r)) if sup]
+        if kept:
+            prompts.append((_w(r), all(kept)))
+            flat += [(_w(r), ok) for ok in kept]
+    return {"n": round(sum(w for w, _ in prompts)), "all_constraints": _wpct(prompts), "constraint_level": _wpct(flat)}
 
 
 BFCL_NON_LIVE_SIMPLE = ("simple_python", "simple_java", "simple_javascript")
@@ -268,7 +375,7 @@ def summarize_bfcl(records: list[dict]) -> dict[str, Any]:
         count = sum(per_category[c]["count"] for c in BFCL_LIVE)
         live = sum(acc[c] * per_category[c]["count"] for c in BFCL_LIVE) / count
     call_categories = [c for c in acc if "relevance" not in c]
-    return {"n": len(records), "by_category": per_category, "non_live_ast": non_live, "live_ast": live,
+    return {"n": _n_examples(records), "by_category": per_category, "non_live_ast": non_live, "live_ast": live,
             "irrelevance": acc.get("irrelevance"), "live_irrelevance": acc.get("live_irrelevance"),
             "live_relevance": acc.get("live_relevance"),
             "ast_mean": sum(acc[c] for c in call_categories) / len(call_categories) if call_categories else None}
@@ -292,10 +399,19 @@ def headline_columns(benchmark: str, summary: dict[str, Any]) -> list[tuple[str,
     return cols or [("BFCL AST", summary["ast_mean"])]
 
 
+def headline_without_unsupported(benchmark: str, summary: dict[str, Any]) -> dict[str, float | None]:
+    """The headline columns recomputed without the unsupported-offline decisions (IF benchmarks), else {}."""
+    if not summary.get("n_unsupported"):
+        return {}
+    return dict(headline_columns(benchmark, {**summary, **summary["without_unsupported"]}))
+
+
 def summarize(benchmark: str, records: list[dict]) -> dict[str, Any]:
     """Official aggregate numbers of one benchmark (percentages) plus its ``headline`` columns."""
     summary = SUMMARIZERS[benchmark](records)
     summary["headline"] = dict(headline_columns(benchmark, summary))
+    if summary.get("n_unsupported"):
+        summary["headline_without_unsupported"] = headline_without_unsupported(benchmark, summary)
     return summary
 
 

@@ -20,6 +20,11 @@ def read_records(out: Path, benchmark: str) -> dict:
     return {r["id"]: r for r in map(json.loads, lines)}
 
 
+def read_records_list(out: Path, benchmark: str) -> list:
+    lines = (out / f"{benchmark}.records.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
 def read_summary(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text(encoding="utf-8"))
 
@@ -60,5 +65,5 @@ def kit():
     """The helpers above as one object (test modules cannot import conftest under --import-mode=importlib)."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(write_jsonl=write_jsonl, read_records=read_records, read_summary=read_summary,
+    return SimpleNamespace(write_jsonl=write_jsonl, read_records=read_records, read_records_list=read_records_list, read_summary=read_summary,
                            make_spider_dir=make_spider_dir)

@@ -125,7 +125,7 @@ def test_combined_table_with_average(tmp_path, run_cli, kit):
     summary = kit.read_summary(out)
     assert summary["average"] == pytest.approx((20.0 + 50.0) / 2)
     table = (out / "results.md").read_text(encoding="utf-8")
-    assert "| BIRD EX | MulDimIF | Avg |" in table and "| 20.00 | 50.00 | 35.00 |" in table
+    assert "| BIRD EX | MulDimIF | Avg |" in table and "| 20.00 (1/5 predicted) | 50.00 | 35.00 |" in table
 
 
 # ----------------------------------------------------------------------------------------------- bad inputs
@@ -168,3 +168,29 @@ def test_duplicate_prediction_ids(tmp_path, run_cli, kit, capsys):
     preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"id": "0", "sql": "SELECT 1"}, {"id": 0, "sql": "SELECT 2"}])
     code, _ = run_cli("--benchmark", "bird", "--predictions", preds)
     assert code == 2 and "duplicate prediction" in capsys.readouterr().err
+
+
+def test_unsupported_instructions_reported_separately(tmp_path, run_cli, kit):
+    from mrtpo_openrlhf.verifiers.instructions.text import nltk_resource_missing
+
+    if nltk_resource_missing("taggers/averaged_perceptron_tagger_eng/") is None:
+        pytest.skip("an NLTK POS tagger is installed here: words:start_verb is supported")
+    data_dir = tmp_path / "ifbench"
+    data_dir.mkdir()
+    rows = [{"key": k, "prompt": f"p{k}", "instruction_id_list": ["words:start_verb", "count:numbers"],
+             "kwargs": [{}, {"N": 2}]} for k in ("a", "b", "c")]
+    kit.write_jsonl(data_dir / "IFBench_test.jsonl", rows)
+    # a: 2 numbers (followed), b: 3 numbers (not followed), c: no prediction
+    preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "response": "Go 1 to 2."},
+                                                   {"id": "b", "response": "Go 1 to 2 or 3."}])
+    code, out = run_cli("--benchmark", "ifbench", "--data-dir", data_dir, "--predictions", preds)
+    assert code == 0
+    summary = kit.read_summary(out)["benchmarks"]["ifbench"]
+    assert summary["n_unsupported"] == 2  # a and b; c has no prediction, so nothing of it was scored
+    assert summary["prompt_strict"] == 0.0 and summary["inst_strict"] == pytest.approx(100 / 6)
+    without = summary["without_unsupported"]
+    assert without["n"] == 3 and without["prompt_strict"] == pytest.approx(100 / 3)
+    assert without["inst_strict"] == pytest.approx(100 / 4)  # a:numbers ok; b:numbers, both of c (missing) fail
+    assert summary["headline_without_unsupported"]["IFBench prompt"] == pytest.approx(100 / 3)
+    table = (out / "results.md").read_text(encoding="utf-8")
+    assert "0.00 (2/3 predicted; 2 unsupported as failed; without: 33.33)" in table

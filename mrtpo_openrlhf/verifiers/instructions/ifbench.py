@@ -1,22 +1,29 @@
-"""The 58 IFBench instructions (allenai/IFBench ``instructions.py``), official semantics.
+"""The 58 IFBench instructions, with the semantics of allenai/IFBench main (``ifbench/instructions.py`` and
+``instructions_util.py`` at commit db69a6f, 2026-08-19; docs/eval.md lists which change each checker follows).
 
-Where the official code would crash on odd input (an empty sentence list, a zero word count), the
-checker returns False instead: the official evaluator would not score such a response as followed.
-``words:start_verb`` (POS tagger) and ``ratio:stop_words`` (stopword corpus) need NLTK data no package
-ships; they raise UnsupportedInstruction unless that data is installed.
+Sentences are ``nltk.sent_tokenize`` (punkt, offline through ``text.punkt_sentences``), words of the word-level
+checkers ``nltk.word_tokenize``. ``ratio:stop_words`` reads NLTK's English stopword list, shipped as package data
+(``data/instructions/nltk_stopwords_english.txt``). ``words:start_verb`` needs NLTK's averaged-perceptron POS
+tagger, which no installable package ships: it raises UnsupportedInstruction unless that NLTK data is installed.
+Where the official code would crash on odd input, the checker returns False instead.
 """
 from __future__ import annotations
 
 import csv
 import io
 import re
+from functools import lru_cache
+from pathlib import Path
 import string
 import unicodedata
 from collections import Counter
 
 from .base import Checker, register
-from .text import (PUNCT, PUNCT_SPACE, count_words, nltk_resource_missing, split_into_sentences,
+from .text import (PUNCT, PUNCT_SPACE, count_words, nltk_resource_missing, punkt_sentences,
                    strip_punctuation, word_tokenize)
+
+split_into_sentences = punkt_sentences  # allenai/IFBench main: instructions_util.split_into_sentences = sent_tokenize
+STOPWORDS_FILE = Path(__file__).resolve().parents[2] / "data" / "instructions" / "nltk_stopwords_english.txt"
 
 PERSON_NAMES = (
     "Emma", "Liam", "Sophia", "Jackson", "Olivia", "Noah", "Ava", "Lucas", "Isabella", "Mason", "Mia", "Ethan",
@@ -26,10 +33,13 @@ PERSON_NAMES = (
     "Joseph", "Claire", "Ryan", "Stella", "Jonathan",
 )
 CONJUNCTIONS = frozenset({"and", "but", "for", "nor", "or", "so", "yet"})
-PRONOUNS = frozenset(
-    "i me my mine myself we us our ours ourselves you your yours yourself yourselves he him his himself she her "
-    "hers herself it its itself they them their theirs themselves".split()
-)
+PRONOUNS = frozenset((  # personal, possessive, reflexive, demonstrative, interrogative, relative, indefinite
+    "i me we us you he him she her it they them "
+    "my mine our ours your yours his hers its their theirs "
+    "myself ourselves yourself yourselves himself herself itself themselves "
+    "this that these those who whom whose which what whoever whomever whatever whichever "
+    "anybody anyone anything everybody everyone everything nobody nothing somebody someone something "
+    "each either neither both all some any none").split())
 EUROPEAN_CAPITALS_BY_LATITUDE = (
     "Reykjavik", "Helsinki", "Oslo", "Tallinn", "Stockholm", "Riga", "Moscow", "Copenhagen", "Vilnius", "Minsk",
     "Dublin", "Berlin", "Amsterdam", "Warsaw", "London", "Brussels", "Prague", "Luxembourg", "Paris", "Vienna",
@@ -112,7 +122,7 @@ class PersonNames(Checker):
                 + ", ".join(PERSON_NAMES) + " .")
 
     def check(self, response: str) -> bool:
-        return sum(1 for name in PERSON_NAMES if name in response) >= self.n  # substring match, as official
+        return sum(1 for name in PERSON_NAMES if re.search(rf"\b{re.escape(name)}\b", response)) >= self.n
 
 
 @register("count:numbers")
@@ -150,7 +160,7 @@ class Pronouns(Checker):
         return f"The response should include at least {self.n} pronouns."
 
     def check(self, response: str) -> bool:
-        words = strip_punctuation(response.replace("/", " ").lower()).split()
+        words = word_tokenize(response.lower().replace("/", " "))  # "she/her" counts as two
         return sum(1 for w in words if w in PRONOUNS) >= self.n
 
 
@@ -193,14 +203,14 @@ class KeywordsMultiple(Checker):
 
 
 # --- ratio ----------------------------------------------------------------------------------------
-def _stopwords_missing() -> str | None:
-    return nltk_resource_missing("corpora/stopwords")
+@lru_cache(maxsize=1)
+def english_stopwords() -> frozenset[str]:
+    """NLTK's English stopword list (``stopwords.words('english')``, 198 words), shipped as package data."""
+    return frozenset(w for w in STOPWORDS_FILE.read_text(encoding="utf-8").split("\n") if w)
 
 
 @register("ratio:stop_words")
 class StopWords(Checker):
-    unsupported_reason = staticmethod(_stopwords_missing)
-
     def __init__(self, *, percentage: int):
         self.percentage = int(percentage)
 
@@ -208,14 +218,12 @@ class StopWords(Checker):
         return f"Ensure that stop words constitute no more than {self.percentage}% of the total words in your response."
 
     def check(self, response: str) -> bool:
-        self.check_supported()
-        from nltk.corpus import stopwords
-
         words = re.findall(r"\w+", response)
         if not words:
             return False
-        stop = set(stopwords.words("english"))
-        return 100 * sum(1 for w in words if w.lower() in stop) / len(words) <= self.percentage
+        stop = english_stopwords()
+        # the official operation order: (14 / 100) * 100 = 14.000000000000002 > 14
+        return sum(1 for w in words if w.lower() in stop) / len(words) * 100 <= self.percentage
 
 
 def _sentence_end_counts(response: str) -> Counter:
@@ -258,7 +266,7 @@ class Overlap(Checker):
         mine = self._char_trigrams(response)
         if not mine:
             return False
-        overlap = 100 * len(mine & self._char_trigrams(self.reference_text)) / len(mine)
+        overlap = len(mine & self._char_trigrams(self.reference_text)) / len(mine) * 100  # official order
         return self.percentage - 2 <= overlap <= self.percentage + 2
 
 
@@ -391,7 +399,7 @@ class ParagraphLastFirst(_Fixed):
             if not line:
                 continue
             words = line.strip(PUNCT_SPACE).split()
-            if not words or words[0] != words[-1]:
+            if words and words[0] != words[-1]:  # a pure-punctuation line (a delimiter) is skipped
                 return False
         return True
 
@@ -419,8 +427,8 @@ class KeywordSpecificPosition(Checker):
         sentences = split_into_sentences(response)
         if len(sentences) < self.n:
             return False
-        words = word_tokenize(sentences[self.n - 1])
-        return len(words) >= self.m and words[self.m - 1] == self.keyword
+        words = [t for t in word_tokenize(sentences[self.n - 1]) if any(ch.isalnum() for ch in t)]
+        return len(words) >= self.m and words[self.m - 1].lower() == self.keyword.lower()
 
 
 @register("words:words_position")
@@ -434,7 +442,12 @@ class WordsPosition(Checker):
 
     def check(self, response: str) -> bool:
         words = word_tokenize(response)
-        return len(words) >= 2 and words[1] == words[-2] == self.keyword
+        if len(words) < 2:
+            return False
+        key = self.keyword.lower()
+        if words[-1] in string.punctuation:  # official substring test: "." and "()" are punctuation, "..." is not
+            return len(words) >= 3 and words[1].lower() == words[-3].lower() == key
+        return words[1].lower() == words[-2].lower() == key
 
 
 # --- sentence -------------------------------------------------------------------------------------
@@ -493,7 +506,8 @@ class SentenceKeyword(Checker):
 
     def check(self, response: str) -> bool:
         sentences = split_into_sentences(response)
-        return len(sentences) >= self.n and self.word.lower() in sentences[self.n - 1].lower()
+        return len(sentences) >= self.n and re.search(rf"\b{re.escape(self.word)}\b", sentences[self.n - 1],
+                                                      re.IGNORECASE) is not None
 
 
 # --- format ---------------------------------------------------------------------------------------
@@ -614,7 +628,8 @@ class QuoteUnquote(_Fixed):
     TEXT = "Every quoted phrase must be followed by an unquoted explanation."
 
     def check(self, response: str) -> bool:
-        text = response.replace("\u201c", '"').replace("\u201d", '"').replace("'\"'", "")
+        # main no longer folds curly quotes (its replace('"', '"') is a no-op): only straight quotes count
+        text = response.replace("'\"'", "")
         text = "".join(text.split())
         if '""' in text:
             return False
@@ -692,7 +707,11 @@ class TitleCase(_Fixed):
     def check(self, response: str) -> bool:
         for word in word_tokenize(response):
             head, rest = word[0], word[1:]
-            if head.isupper() and rest.islower():
+            if not head.isalpha():
+                continue
+            if not rest:  # a one-letter word: "a" fails, "A" passes
+                if head.islower():
+                    return False
                 continue
             if head.islower() and (rest.isupper() or rest.islower()):
                 return False
@@ -750,8 +769,9 @@ class RepeatSpan(Checker):
                 "the indices are character indices!")
 
     def check(self, response: str) -> bool:
-        # official: despite the wording, the indices slice the whitespace-split words
-        return response.strip().lower().split() == self.prompt_to_repeat.strip().lower().split()[self.n_start:self.n_end]
+        # character indices, both ends included, as the prompt says (allenai/IFBench b5c6b82)
+        span = self.prompt_to_repeat[self.n_start:self.n_end + 1]
+        return response.strip().lower() == span.strip().lower()
 
 
 # --- custom ---------------------------------------------------------------------------------------
