@@ -360,10 +360,10 @@ def _official_bfcl():
 
     stub.MODEL_CONFIG_MAPPING = _Mapping()
     sys.modules["bfcl_eval.constants.model_config"] = stub
+    from unittest import mock
+
     from bfcl_eval.constants.enums import Language
     from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
-
-    from unittest import mock
 
     # the decoder's module imports tree-sitter (Java/JavaScript parsers) and tenacity; the Python decoder uses neither
     default_decode_ast_prompting = None

@@ -40,8 +40,8 @@ from .replay import (
 from .weights import (
     PLACEMENT_MODES,
     apply_cap,
-    clip_response_advantages,
     beta_schedule,
+    clip_response_advantages,
     credit_weights,
     mrtpo_advantages,
     rescale_token_advantages,

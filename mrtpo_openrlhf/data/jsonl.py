@@ -5,7 +5,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 
 class DatasetError(ValueError):

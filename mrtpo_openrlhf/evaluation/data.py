@@ -26,7 +26,7 @@ from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl
 from mrtpo_openrlhf.rewards import instruction as instruction_reward
 from mrtpo_openrlhf.rewards import sql as sql_reward
 from mrtpo_openrlhf.rewards import tool as tool_reward
-from mrtpo_openrlhf.verifiers.instructions import MulDimIFConstraint, build_checker
+from mrtpo_openrlhf.verifiers.instructions import build_checker
 from mrtpo_openrlhf.verifiers.sql import read_schema_ddl
 from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES, load_bfcl
 

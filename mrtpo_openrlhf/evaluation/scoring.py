@@ -28,12 +28,24 @@ from typing import Any, Iterable
 
 from mrtpo_openrlhf.rewards import instruction as instruction_reward
 from mrtpo_openrlhf.rewards import tool as tool_reward
-from mrtpo_openrlhf.verifiers.instructions import (MulDimIFConstraint, UnsupportedInstruction, build_checker,
-                                                   check_loose, check_strict)
-from mrtpo_openrlhf.verifiers.sql import (GoldResultCache, bird_set_match, execute_sql, extract_sql,
-                                          remove_distinct, spider_result_eq, split_statements)
-from mrtpo_openrlhf.verifiers.tool import ParsedCalls, check_bfcl, parse_tool_calls
+from mrtpo_openrlhf.verifiers.instructions import (
+    MulDimIFConstraint,
+    UnsupportedInstruction,
+    build_checker,
+    check_loose,
+    check_strict,
+)
 from mrtpo_openrlhf.verifiers.response import END_OF_TURN_MARKERS as _END_MARKERS
+from mrtpo_openrlhf.verifiers.sql import (
+    GoldResultCache,
+    bird_set_match,
+    execute_sql,
+    extract_sql,
+    remove_distinct,
+    spider_result_eq,
+    split_statements,
+)
+from mrtpo_openrlhf.verifiers.tool import ParsedCalls, check_bfcl, parse_tool_calls
 
 from .data import EvalExample
 

@@ -39,9 +39,14 @@ from typing import Any, Sequence
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.verifiers.instructions import (
+    Checker,
+    MulDimIFConstraint,
+    UnsupportedInstruction,
+    build_checker,
+    check_strict,
+)
 from mrtpo_openrlhf.verifiers.response import oversize_reason, response_from_query
-from mrtpo_openrlhf.verifiers.instructions import (Checker, MulDimIFConstraint, UnsupportedInstruction,
-                                                   build_checker, check_strict)
 
 logger = logging.getLogger(__name__)
 

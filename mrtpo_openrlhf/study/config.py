@@ -22,10 +22,11 @@ Every arm of one seed gets the same data order, rollout seed and initial model (
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

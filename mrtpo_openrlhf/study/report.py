@@ -313,7 +313,7 @@ def write_report(root: Path, out: Path | None = None, probe_files: Sequence[Path
     md = [f"# Study: {study.get('name', root.name)}", ""]
     if study:
         md += ["Config: " + ", ".join(f"`{k}={v}`" for k, v in study.items() if k not in ("extra_args", "env")), ""]
-    md += [f"Runs found: " + "; ".join(f"{a}: seeds {s}" for a, s in done.items()) + ".",
+    md += ["Runs found: " + "; ".join(f"{a}: seeds {s}" for a, s in done.items()) + ".",
            f"Incomplete runs (fewer than {steps} steps logged): {', '.join(incomplete) or 'none'}.", ""]
     if extra_md:
         md += [extra_md, ""]

@@ -1,8 +1,6 @@
 """Hand-built OpenRLHF objects for adapter tests (no Ray)."""
 from types import SimpleNamespace
 
-import torch
-
 
 def make_args(estimator="mrtpo", n=4, beta=0.5, warmup=0, placement="mrtpo", cap=None, use_kl_loss=True,
               weighting="none", temperature=0.9):

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from openrlhf_fakes import LocalActorGroup, fake_actor, make_args, vllm_response
 from openrlhf.trainer.ppo_utils.experience import Experience
+from openrlhf_fakes import LocalActorGroup, fake_actor, make_args, vllm_response
 
 import mrtpo_openrlhf.adapter.experience_maker as em
 from mrtpo_openrlhf.adapter.experience_maker import MRTPOExperienceMaker, response_span, split_for_ranks

@@ -3,9 +3,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from openrlhf_fakes import make_args, vllm_response
 from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+from openrlhf_fakes import make_args, vllm_response
 
 from mrtpo_openrlhf.adapter.samples_generator import MRTPOSamplesGenerator
 from mrtpo_openrlhf.adapter.transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors

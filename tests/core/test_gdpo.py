@@ -3,9 +3,10 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mrtpo_openrlhf.core import gdpo_advantages, group_normalize, grpo_advantages, ADVANTAGE_ESTIMATORS
+from mrtpo_openrlhf.core import ADVANTAGE_ESTIMATORS, gdpo_advantages, group_normalize, grpo_advantages
 
 EPS = 1e-4
 

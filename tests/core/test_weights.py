@@ -1,7 +1,8 @@
 """Invariants of credit weights, token advantages, the cap, the ablation modes and beta."""
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtpo_openrlhf.core import (
     apply_cap,

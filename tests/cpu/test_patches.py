@@ -1,6 +1,5 @@
 """Unit tests of the CPU patch layer, without Ray: each patch on the real upstream module or a twin of it."""
 
-import importlib
 import json
 import os
 import subprocess

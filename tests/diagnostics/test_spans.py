@@ -1,9 +1,16 @@
 """Span locators on hand-written responses, and the character -> token mapping."""
 import pytest
 
-from mrtpo_openrlhf.diagnostics.spans import (constraint_target_spans, locate_spans, merge_spans,
-                                              select_column_spans, spans_to_token_mask, tag_spans,
-                                              token_char_offsets, tool_argument_spans)
+from mrtpo_openrlhf.diagnostics.spans import (
+    constraint_target_spans,
+    locate_spans,
+    merge_spans,
+    select_column_spans,
+    spans_to_token_mask,
+    tag_spans,
+    token_char_offsets,
+    tool_argument_spans,
+)
 
 
 def texts(text, spans):

@@ -1,5 +1,4 @@
 """End-to-end generation on CPU with a tiny random model (slow: builds the model and runs transformers)."""
-import json
 
 import pytest
 

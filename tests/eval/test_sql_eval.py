@@ -1,5 +1,4 @@
 """Spider and BIRD scoring through ``--predictions``: verdicts checked by hand against the official rules."""
-import json
 import sqlite3
 
 import pytest

@@ -7,9 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo_openrlhf.verifiers.instructions import (IFBENCH_IDS, IFEVAL_IDS, INSTRUCTION_IDS, MulDimIFConstraint,
-                                                   UnsupportedInstruction, build_checker, check_loose, check_strict,
-                                                   ensure_punkt, loose_variants)
+from mrtpo_openrlhf.verifiers.instructions import (
+    IFBENCH_IDS,
+    IFEVAL_IDS,
+    INSTRUCTION_IDS,
+    MulDimIFConstraint,
+    UnsupportedInstruction,
+    build_checker,
+    check_loose,
+    check_strict,
+    ensure_punkt,
+    loose_variants,
+)
 
 UNSUPPORTED_OFFLINE = {"words:start_verb"}  # NLTK's POS tagger: no installable package ships it
 AFRICA = sorted("Algeria Angola Benin Botswana Burkina Faso Burundi Cabo Verde Cameroon Chad Comoros Congo Djibouti "

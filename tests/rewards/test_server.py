@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from mrtpo_openrlhf.rewards.server import start_in_thread
 from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func
+from mrtpo_openrlhf.rewards.server import start_in_thread
 from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK
 
 FUNCS = [{"name": "add", "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}]

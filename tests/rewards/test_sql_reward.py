@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mrtpo_openrlhf.data.jsonl import DatasetError
-from mrtpo_openrlhf.rewards.contract import NAMES_KEY, VALUES_KEY, BLOCKS_KEY, REASONS_KEY
+from mrtpo_openrlhf.rewards.contract import BLOCKS_KEY, NAMES_KEY, REASONS_KEY, VALUES_KEY
 from mrtpo_openrlhf.rewards.sql import (
     BUNDLED_DB_ROOT,
     FIXTURE_DIR,

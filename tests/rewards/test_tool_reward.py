@@ -4,9 +4,14 @@ import json
 from pathlib import Path
 
 from mrtpo_openrlhf.data.jsonl import read_jsonl
-from mrtpo_openrlhf.rewards.contract import NAMES_KEY, VALUES_KEY, BLOCKS_KEY, REASONS_KEY, parse_extra_logs
+from mrtpo_openrlhf.rewards.contract import BLOCKS_KEY, NAMES_KEY, REASONS_KEY, VALUES_KEY, parse_extra_logs
 from mrtpo_openrlhf.rewards.tool import (
-    TOOL_REWARD_NAMES, convert, extract_response, main, reward_func, score_tool,
+    TOOL_REWARD_NAMES,
+    convert,
+    extract_response,
+    main,
+    reward_func,
+    score_tool,
 )
 from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK, reference_calls, render_calls
 

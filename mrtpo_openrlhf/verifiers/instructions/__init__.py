@@ -11,8 +11,7 @@ Usage::
 ``chk.check(text)`` is the raw ``check_following``. Checkers that cannot run offline raise
 ``UnsupportedInstruction`` (from ``check``/``check_supported``) naming the id and the reason.
 """
-from .base import (REGISTRY, Checker, UnsupportedInstruction, build_checker, check_loose, check_strict,
-                   loose_variants)
+from .base import REGISTRY, Checker, UnsupportedInstruction, build_checker, check_loose, check_strict, loose_variants
 from .ifbench import IFBENCH_IDS
 from .ifeval import IFEVAL_IDS
 from .muldimif import MulDimIFConstraint

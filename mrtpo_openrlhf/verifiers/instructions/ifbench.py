@@ -12,15 +12,22 @@ from __future__ import annotations
 import csv
 import io
 import re
-from functools import lru_cache
-from pathlib import Path
 import string
 import unicodedata
 from collections import Counter
+from functools import lru_cache
+from pathlib import Path
 
 from .base import Checker, register
-from .text import (PUNCT, PUNCT_SPACE, count_words, nltk_resource_missing, punkt_sentences,
-                   strip_punctuation, word_tokenize)
+from .text import (
+    PUNCT,
+    PUNCT_SPACE,
+    count_words,
+    nltk_resource_missing,
+    punkt_sentences,
+    strip_punctuation,
+    word_tokenize,
+)
 
 split_into_sentences = punkt_sentences  # allenai/IFBench main: instructions_util.split_into_sentences = sent_tokenize
 STOPWORDS_FILE = Path(__file__).resolve().parents[2] / "data" / "instructions" / "nltk_stopwords_english.txt"

@@ -4,7 +4,6 @@ Descriptions reproduce the official prompt wording; ``check`` reproduces ``check
 """
 from __future__ import annotations
 
-import collections
 import json
 import re
 from typing import Sequence

@@ -2,14 +2,6 @@
 
 Plain modules with no OpenRLHF import; ``mrtpo_openrlhf.rewards.tool`` turns them into rewards.
 """
-from mrtpo_openrlhf.verifiers.tool.layout import (
-    TOOL_FORMAT_BLOCK,
-    ParsedCalls,
-    ToolCall,
-    check_format,
-    parse_tool_calls,
-    render_calls,
-)
 from mrtpo_openrlhf.verifiers.tool.ast_match import (
     check_bfcl,
     irrelevance,
@@ -20,6 +12,14 @@ from mrtpo_openrlhf.verifiers.tool.ast_match import (
     reference_calls,
     relevance,
     simple,
+)
+from mrtpo_openrlhf.verifiers.tool.layout import (
+    TOOL_FORMAT_BLOCK,
+    ParsedCalls,
+    ToolCall,
+    check_format,
+    parse_tool_calls,
+    render_calls,
 )
 
 __all__ = [
