@@ -238,7 +238,8 @@ def arm_table(runs, names: list[str], steps: int, format_reward: str | None, thr
         if format_reward:
             reach = [steps_to(r, threshold) for r in curves(runs, arm, f"reward/{format_reward}/mean", steps)[1]]
             got = [r for r in reach if r]
-            cells.append(f"{_mean(got):.1f} ({len(got)}/{len(reach)} reached)" if got else f"not reached (0/{len(reach)})")
+            cells.append(f"{_mean(got):.1f} ({len(got)}/{len(reach)} reached)" if got
+                         else f"not reached (0/{len(reach)})")
         cells.append(_fmt(_mean(list(per_seed(runs, arm, lk, steps, _last).values())), 1) if lk else "–")
         cells.append(_fmt(_mean(list(per_seed(runs, arm, "mrtpo/replayed_pairs_frac", steps, area).values())), 3,
                           pct=True))
@@ -328,7 +329,8 @@ def write_report(root: Path, out: Path | None = None, probe_files: Sequence[Path
         pair, n = label.split(" | ")
         md.append(f"| {pair} | {n} | {p['mean']:+.3f} | [{p['t_low']:+.3f}, {p['t_high']:+.3f}] | "
                   f"[{p['boot_low']:+.3f}, {p['boot_high']:+.3f}] | {p['wins']}/{p['n']} |")
-    md += ["", "## Localization during training (replayed pairs, MRTPO arms)", ""] + localization_table(runs, names, steps)
+    md += ["", "## Localization during training (replayed pairs, MRTPO arms)", ""]
+    md += localization_table(runs, names, steps)
     md += ["", "## The paper's claims against this study", "",
            "Verdicts follow fixed rules: *held* when the paired 95% t-interval over seeds excludes zero in the "
            "claimed direction, *contradicted* when it excludes zero in the other, *not resolved* otherwise.", "",
