@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
     p.add_argument("--out", type=Path, help="write the result as JSON here")
+    p.add_argument("--save-samples", type=Path, help="write the samples as `diagnose --responses` rows")
 
     r = sub.add_parser("run", help="train every (arm, seed) of a config that is not done yet (resumable)")
     r.add_argument("config", type=Path, help="study config (TOML)")
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.data.is_file():
             ap.error(f"--data {args.data}: no such file")
         result = probe(args.task, args.data, args.model, args.prompts, args.samples, args.temperature,
-                       args.max_new_tokens, args.seed, args.backend)
+                       args.max_new_tokens, args.seed, args.backend,
+                       args.save_samples)
         print(format_table(result))
         if args.out:
             write(result, args.out)

@@ -69,10 +69,12 @@ def sample_vllm(model_path: Path, rows: Sequence[dict], samples: int, max_new_to
 
 
 def probe(task: str, data: Path, model: str = "smollm2", prompts: int = 64, samples: int = 8,
-          temperature: float = 0.7, max_new_tokens: int = 96, seed: int = 0, backend: str = "auto") -> dict[str, Any]:
+          temperature: float = 0.7, max_new_tokens: int = 96, seed: int = 0, backend: str = "auto",
+          save_samples: Path | None = None) -> dict[str, Any]:
     """Sample ``prompts`` x ``samples`` responses from ``model`` and return ``group_stats`` plus the set-up.
 
     backend: ``vllm`` (the rollout engine; much faster on CPU), ``transformers``, or ``auto`` (vLLM if installed).
+    save_samples: also write the samples as ``diagnose --responses`` rows (prompt, response, response_ids, label).
     """
     import importlib.util
 
@@ -95,12 +97,18 @@ def probe(task: str, data: Path, model: str = "smollm2", prompts: int = 64, samp
         lm = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).eval()
         drawn = generate_samples(lm, tokenizer, rows, samples, max_new_tokens, temperature, seed)
     groups: list[list[tuple[list[str], list[float]]]] = [[] for _ in rows]
-    lengths = []
+    lengths, saved = [], []
     for s in drawn:
         text = tokenizer.decode(s.response_ids, skip_special_tokens=False)
         vec = score(task, s.prompt, text, s.label)
         groups[s.prompt_index].append((vec.names, vec.values))
         lengths.append(len(s.response_ids))
+        saved.append({"prompt": rows[s.prompt_index]["prompt"], "response": text, "response_ids": s.response_ids,
+                      "label": s.label})
+    if save_samples is not None:
+        from mrtpo_openrlhf.data.jsonl import write_jsonl
+
+        write_jsonl(Path(save_samples), saved)
     out = group_stats(groups)
     out["setup"] = {"task": task, "data": str(data), "model": model, "prompts": len(rows), "samples": samples,
                     "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "backend": backend,
