@@ -178,14 +178,14 @@ def make_reward_func(
 
     seen_log_keys: dict[str, None] = {}  # numeric log keys of this task's successful calls, in order
 
-    def score(q, p, l) -> RewardVector:
-        vec = safe_reward_call(score_one, fallback_names, q, p, l, tuple(seen_log_keys))
+    def score(query, prompt, label) -> RewardVector:
+        vec = safe_reward_call(score_one, fallback_names, query, prompt, label, tuple(seen_log_keys))
         seen_log_keys.update(dict.fromkeys(vec.logs))
         return vec
 
     def reward_func(queries, prompts, labels, **_: Any) -> dict[str, Any]:
         queries, prompts, labels = check_batch_arguments(queries, prompts, labels)
-        vecs = [score(q, p, l) for q, p, l in zip(queries, prompts, labels)]
+        vecs = [score(query, prompt, label) for query, prompt, label in zip(queries, prompts, labels)]
         if len(vecs) == 1:
             return to_openrlhf(vecs[0])
         import torch

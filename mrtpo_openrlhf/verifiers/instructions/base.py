@@ -73,7 +73,8 @@ def build_checker(instruction_id: str, kwargs: Mapping[str, Any] | None = None) 
     if not accepts_any:
         unknown = sorted(set(given) - set(params))
         if unknown:
-            raise ValueError(f"{instruction_id}: unexpected kwargs {unknown}; expected {sorted(set(params) - {'self'})}")
+            expected = sorted(set(params) - {"self"})
+            raise ValueError(f"{instruction_id}: unexpected kwargs {unknown}; expected {expected}")
     missing = [
         n for n, p in params.items()
         if n != "self" and p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty

@@ -408,7 +408,10 @@ class EndChecker(Checker):
         self.end_phrase = end_phrase.strip()
 
     def description(self) -> str:
-        return f"Finish your response with this exact phrase {self.end_phrase}. No other words should follow this phrase."
+        return (
+            f"Finish your response with this exact phrase {self.end_phrase}. "
+            "No other words should follow this phrase."
+        )
 
     def check(self, response: str) -> bool:
         return response.strip().strip('"').lower().endswith(self.end_phrase.lower())
@@ -465,7 +468,10 @@ class EnglishLowercase(Checker):
         pass
 
     def description(self) -> str:
-        return "Your entire response should be in English, and in all lowercase letters. No capital letters are allowed."
+        return (
+            "Your entire response should be in English, and in all lowercase letters. "
+            "No capital letters are allowed."
+        )
 
     def check(self, response: str) -> bool:
         return response.islower() and _is_english(response)
