@@ -222,6 +222,20 @@ def test_bad_kwargs_are_clear_errors():
     assert build_checker("punctuation:no_comma", {"foo": None}).check("a")
 
 
+NO_KWARG_IDS = [
+    "detectable_format:constrained_response", "detectable_format:json_format", "detectable_format:title",
+    "combination:two_responses", "startend:quotation", "change_case:english_capital",
+    "change_case:english_lowercase", "punctuation:no_comma",
+]
+
+
+@pytest.mark.parametrize("iid", NO_KWARG_IDS)
+def test_checkers_without_kwargs_reject_unknown_kwargs_by_name(iid):
+    assert build_checker(iid, {}).description()
+    with pytest.raises(ValueError, match=rf"{iid}: unexpected kwargs \['foo'\]; expected \[\]"):
+        build_checker(iid, {"foo": 1})
+
+
 def test_every_ifbench_test_row_builds_and_descriptions_match_the_official_templates():
     path = resources.files("ifbench") / "data" / "IFBench_test.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

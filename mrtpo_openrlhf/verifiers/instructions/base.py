@@ -20,11 +20,15 @@ class UnsupportedInstruction(RuntimeError):
 
 
 class Checker:
-    """One constraint. Subclasses take their kwargs as keyword-only ``__init__`` arguments."""
+    """One constraint. Subclasses take their kwargs as keyword-only ``__init__`` arguments; one without
+    kwargs inherits this class's ``__init__``, which takes none (``build_checker`` reads the signature)."""
 
     instruction_id: ClassVar[str] = ""
     #: why the checker cannot run offline, or None when it can (checked again at ``check`` time).
     unsupported_reason: ClassVar[Callable[[], str | None] | None] = None
+
+    def __init__(self) -> None:
+        pass
 
     def description(self) -> str:
         raise NotImplementedError
