@@ -20,6 +20,7 @@ Numeric per-task logs (same keys for every response of a task) may be added as f
 """
 from __future__ import annotations
 
+import json
 import logging
 import traceback
 from dataclasses import dataclass, field
@@ -151,6 +152,22 @@ def check_batch_arguments(queries: Any, prompts: Any, labels: Any) -> tuple[list
         raise ValueError("reward_func: queries, prompts and labels must have one entry per response; got lengths "
                          + ", ".join(f"{k}={v}" for k, v in lengths.items()))
     return list(queries), list(prompts), list(labels)
+
+
+def label_object(label: Any, expected: str = "an object") -> dict:
+    """A dataset label as a dict: a string is decoded as JSON (rows may carry the label as JSON text).
+
+    Raises ValueError ``label is a string but not JSON: ...`` or ``label must be <expected>, got <type>``;
+    each task's ``parse_label`` starts here and then checks its own fields.
+    """
+    if isinstance(label, str):
+        try:
+            label = json.loads(label)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"label is a string but not JSON: {exc.msg}") from None
+    if not isinstance(label, dict):
+        raise ValueError(f"label must be {expected}, got {type(label).__name__}")
+    return label
 
 
 def merge_extra_logs(per: Sequence[dict[str, Any]]) -> dict[str, Any]:

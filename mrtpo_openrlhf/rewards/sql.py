@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, refuse_same_file, require_fields, write_jsonl
-from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, label_object, make_reward_func
 from mrtpo_openrlhf.verifiers.response import oversize_reason
 from mrtpo_openrlhf.verifiers.sql import (
     DEFAULT_MAX_ROWS,
@@ -126,13 +126,7 @@ def parse_label(label: Any) -> SqlLabel:
 
     Raises ValueError naming the problem. The database file is not required to exist here.
     """
-    if isinstance(label, str):
-        try:
-            label = json.loads(label)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"label is a string but not JSON: {exc.msg}") from None
-    if not isinstance(label, dict):
-        raise ValueError(f"label must be an object with 'gold' and 'db_id' or 'db_path', got {type(label).__name__}")
+    label = label_object(label, "an object with 'gold' and 'db_id' or 'db_path'")
     gold = label.get("gold")
     if not isinstance(gold, str) or not gold.strip():
         raise ValueError("label field 'gold' (the reference SQL) is missing or empty")
