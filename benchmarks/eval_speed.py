@@ -83,7 +83,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for bench in ("spider", "bird"):
             examples = load_benchmark(bench, build_sql_dir(Path(tmp) / bench, bench, args.sql_n))
-            timed(f"{bench} ({args.sql_n} predictions, {args.workers} threads)", examples, sql_predictions(examples), cfg)
+            label = f"{bench} ({args.sql_n} predictions, {args.workers} threads)"
+            timed(label, examples, sql_predictions(examples), cfg)
 
 
 if __name__ == "__main__":

@@ -91,12 +91,12 @@ def bench_family(name: str, seconds: float) -> dict[str, Any]:
         return {"family": name, "skipped": f"no mini fixture with prompt/label rows under {DATA / folder}"}
     rows = [json.loads(line) for line in fixture.open(encoding="utf-8") if line.strip()]
     cases = [(row["prompt"] + resp, row["prompt"], row["label"]) for row in rows for resp in make_responses(row)]
-    for q, p, l in cases[:2]:  # warm-up: imports, gold caches
-        reward_func([q], [p], [l])
+    for query, prompt, label in cases[:2]:  # warm-up: imports, gold caches
+        reward_func([query], [prompt], [label])
     done, total_reward, start = 0, 0.0, time.perf_counter()
     while True:
-        for q, p, l in cases:
-            out = reward_func([q], [p], [l])
+        for query, prompt, label in cases:
+            out = reward_func([query], [prompt], [label])
             total_reward += float(out["rewards"][0])
             done += 1
         elapsed = time.perf_counter() - start
@@ -108,7 +108,9 @@ def bench_family(name: str, seconds: float) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- runaway SQL
 RUNAWAY_QUERIES = {
-    "recursive CTE (infinite)": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
+    "recursive CTE (infinite)": (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
+    ),
     "cross join t^4 (1.6e13 rows)": "SELECT count(*) FROM t AS a, t AS b, t AS c, t AS d",
 }
 

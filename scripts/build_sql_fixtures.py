@@ -73,7 +73,8 @@ DATABASES: dict[str, dict] = {
             "CREATE TABLE classes (class_id INTEGER PRIMARY KEY, name TEXT NOT NULL, teacher TEXT)",
             "CREATE TABLE students (student_id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
             "class_id INTEGER REFERENCES classes(class_id), birth_year INTEGER, city TEXT)",
-            "CREATE TABLE exam_scores (student_id INTEGER REFERENCES students(student_id), subject TEXT, score INTEGER)",
+            "CREATE TABLE exam_scores (student_id INTEGER REFERENCES students(student_id), "
+            "subject TEXT, score INTEGER)",
         ],
         "rows": {
             "classes": [(1, "7A", "Ms. Okafor"), (2, "7B", "Mr. Müller"), (3, "8A", None)],
@@ -96,7 +97,8 @@ DATABASES: dict[str, dict] = {
         "ddl": [
             "CREATE TABLE airports (code TEXT PRIMARY KEY, city TEXT NOT NULL, country TEXT)",
             "CREATE TABLE flights (flight_id INTEGER PRIMARY KEY, origin TEXT REFERENCES airports(code), "
-            "destination TEXT REFERENCES airports(code), departure TEXT, duration_min INTEGER, price REAL, airline TEXT)",
+            "destination TEXT REFERENCES airports(code), departure TEXT, duration_min INTEGER, "
+            "price REAL, airline TEXT)",
         ],
         "rows": {
             "airports": [
@@ -309,9 +311,12 @@ def main() -> int:
         longest = max(len(r["prompt"]) for r in rows)
         print(f"wrote {n} rows to {out / f'{split}_mini.jsonl'} (longest prompt {longest} chars)")
     # The CPU demo's training set: the same rows with a worked example of the layout (SmolLM2-135M needs it).
-    rows = convert_examples(spider["train"], "spider", db_root, source="train.json", db_root_in_label=False, one_shot=True)
+    rows = convert_examples(
+        spider["train"], "spider", db_root, source="train.json", db_root_in_label=False, one_shot=True
+    )
     rows += convert_examples(
-        bird["train"], "bird", bird_dir / "dev_databases", source="bird/train.json", db_root_in_label=False, one_shot=True
+        bird["train"], "bird", bird_dir / "dev_databases", source="bird/train.json", db_root_in_label=False,
+        one_shot=True,
     )
     n = write_jsonl(out / "train_mini_oneshot.jsonl", rows)
     print(f"wrote {n} rows to {out / 'train_mini_oneshot.jsonl'}")

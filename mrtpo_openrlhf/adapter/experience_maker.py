@@ -218,8 +218,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         # GDPO's response-level advantage, plus the length penalty at its own size
         response_adv = (response_sum - sum_mean) / (sum_std + eps) + penalty
 
-        beta = beta_schedule(self.global_step, margs.beta, margs.warmup_steps) if self.advantage_estimator == "mrtpo" else 0.0
-        mode = margs.placement if self.advantage_estimator == "mrtpo" else "uniform"
+        is_mrtpo = self.advantage_estimator == "mrtpo"
+        beta = beta_schedule(self.global_step, margs.beta, margs.warmup_steps) if is_mrtpo else 0.0
+        mode = margs.placement if is_mrtpo else "uniform"
         replay = self._replay(experiences, batch, adv) if beta > 0 and mode != "uniform" else None
         generator = torch.Generator().manual_seed(int(args.train.seed) * 100_003 + self.global_step)
 
@@ -244,7 +245,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                 for j, g in enumerate(e.index):
                     dump[g] = {"advantages": a[j][mask[j]].clone(), "gdpo": float(response_adv[g])}
             if e.kl is not None and not args.algo.kl.use_loss:
-                kl_penalty = compute_reward(torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask)
+                kl_penalty = compute_reward(
+                    torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask
+                )
                 a = a + self.get_cumulative_returns(kl_penalty, e.action_mask, 1.0)
             e.advantages = a.float()
             e.returns = e.advantages.clone()

@@ -233,7 +233,9 @@ def chat_suffix_text(tokenizer: Any) -> str:
     return _SUFFIX_CACHE[key]
 
 
-def find_insert_position(prompt_ids: Sequence[int], tokenizer: Any | None = None, suffix_ids: Sequence[int] | None = None) -> int:
+def find_insert_position(
+    prompt_ids: Sequence[int], tokenizer: Any | None = None, suffix_ids: Sequence[int] | None = None
+) -> int:
     """Token position at the end of the last user message: before the chat suffix when the prompt
     ends with it, else the end of the prompt."""
     if suffix_ids is None:

@@ -464,7 +464,9 @@ def _logged(patch: Patch) -> Callable[[ModuleType], None]:
     def run(module: ModuleType) -> None:
         patch.apply(module)
         if env_flag("MRTPO_CPU_DEBUG"):
-            print(f"[mrtpo.cpu] pid {os.getpid()}: applied {patch.name} to {module.__name__}", file=sys.stderr, flush=True)
+            print(
+                f"[mrtpo.cpu] pid {os.getpid()}: applied {patch.name} to {module.__name__}", file=sys.stderr, flush=True
+            )
 
     return run
 

@@ -18,8 +18,8 @@ Span kinds:
   ``startend:end_checker`` (last occurrence of the end phrase), ``detectable_format:title`` (the first
   ``<<title>>``), ``detectable_content:postscript`` (the marker through the end of its line),
   ``keywords:existence`` / ``keywords:frequency`` / ``keywords:forbidden_words`` (every case-insensitive
-  literal occurrence of a keyword; whole words only for forbidden words, as their checker matches), ``startend:quotation`` (the opening and closing
-  double quotes). Other constraints have no target span.
+  literal occurrence of a keyword; whole words only for forbidden words, as their checker matches),
+  ``startend:quotation`` (the opening and closing double quotes). Other constraints have no target span.
 """
 from __future__ import annotations
 
@@ -266,7 +266,8 @@ def constraint_target_spans(text: str, instruction_id: str, kwargs: dict | None)
     if instruction_id == "keywords:frequency":
         return [s for s in _literal_spans(text, [kwargs.get("keyword", "")], end) if s[0] >= begin]
     if instruction_id == "keywords:forbidden_words":
-        return [s for s in _literal_spans(text, kwargs.get("forbidden_words") or [], end, whole_words=True) if s[0] >= begin]
+        words = kwargs.get("forbidden_words") or []
+        return [s for s in _literal_spans(text, words, end, whole_words=True) if s[0] >= begin]
     if instruction_id == "startend:quotation":
         body = text[begin:end]
         lead = len(body) - len(body.lstrip())

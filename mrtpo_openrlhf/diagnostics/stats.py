@@ -39,7 +39,9 @@ def span_share(q: Sequence[float] | torch.Tensor, span_mask: Sequence[bool] | to
     qv = torch.as_tensor(q, dtype=torch.float64)
     mask = torch.as_tensor(span_mask, dtype=torch.bool)
     if qv.shape != mask.shape or qv.dim() != 1:
-        raise ValueError(f"q and span_mask must be 1-D of the same length, got {tuple(qv.shape)} and {tuple(mask.shape)}")
+        raise ValueError(
+            f"q and span_mask must be 1-D of the same length, got {tuple(qv.shape)} and {tuple(mask.shape)}"
+        )
     n, n_span = qv.numel(), int(mask.sum())
     total = float(qv.sum())
     token_share = n_span / n if n else None
@@ -48,7 +50,9 @@ def span_share(q: Sequence[float] | torch.Tensor, span_mask: Sequence[bool] | to
     return {"n_tokens": n_span, "token_share": token_share, "distance_share": distance_share, "ratio": ratio}
 
 
-def pair_stats(q: Sequence[float] | torch.Tensor, span_masks: Mapping[str, Sequence[bool]] | None = None) -> dict[str, Any]:
+def pair_stats(
+    q: Sequence[float] | torch.Tensor, span_masks: Mapping[str, Sequence[bool]] | None = None
+) -> dict[str, Any]:
     """Statistics of one (response, reward) profile.
 
     q: (T,) relevance over the response tokens; span_masks: kind -> (T,) bool (empty spans are skipped).

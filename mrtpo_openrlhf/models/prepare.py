@@ -74,7 +74,9 @@ def _build_once(target: Path, build, what: str) -> Path:
     with _file_lock(target.parent / f".{target.name}.lock"):
         if _is_complete(target):  # another process finished it while we waited
             return target
-        print(f"[mrtpo.models] building {what} into {target} (once; cached afterwards) ...", file=sys.stderr, flush=True)
+        print(
+            f"[mrtpo.models] building {what} into {target} (once; cached afterwards) ...", file=sys.stderr, flush=True
+        )
         started = time.time()
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is shared by every process of a run
@@ -147,7 +149,8 @@ def _convert_smollm2(out_dir: Path) -> None:
     if config.tie_word_embeddings:
         plain.tie_weights()
     plain = plain.to(torch.bfloat16)
-    plain.generation_config.bos_token_id, plain.generation_config.eos_token_id = config.bos_token_id, config.eos_token_id
+    plain.generation_config.bos_token_id = config.bos_token_id
+    plain.generation_config.eos_token_id = config.eos_token_id
     plain.generation_config.pad_token_id = config.pad_token_id
     plain.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

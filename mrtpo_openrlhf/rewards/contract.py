@@ -20,6 +20,7 @@ Numeric per-task logs (same keys for every response of a task) may be added as f
 """
 from __future__ import annotations
 
+import json
 import logging
 import traceback
 from dataclasses import dataclass, field
@@ -153,6 +154,22 @@ def check_batch_arguments(queries: Any, prompts: Any, labels: Any) -> tuple[list
     return list(queries), list(prompts), list(labels)
 
 
+def label_object(label: Any, expected: str = "an object") -> dict:
+    """A dataset label as a dict: a string is decoded as JSON (rows may carry the label as JSON text).
+
+    Raises ValueError ``label is a string but not JSON: ...`` or ``label must be <expected>, got <type>``;
+    each task's ``parse_label`` starts here and then checks its own fields.
+    """
+    if isinstance(label, str):
+        try:
+            label = json.loads(label)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"label is a string but not JSON: {exc.msg}") from None
+    if not isinstance(label, dict):
+        raise ValueError(f"label must be {expected}, got {type(label).__name__}")
+    return label
+
+
 def merge_extra_logs(per: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per-response extra_logs -> one dict of per-response lists over the union of keys.
 
@@ -178,14 +195,14 @@ def make_reward_func(
 
     seen_log_keys: dict[str, None] = {}  # numeric log keys of this task's successful calls, in order
 
-    def score(q, p, l) -> RewardVector:
-        vec = safe_reward_call(score_one, fallback_names, q, p, l, tuple(seen_log_keys))
+    def score(query, prompt, label) -> RewardVector:
+        vec = safe_reward_call(score_one, fallback_names, query, prompt, label, tuple(seen_log_keys))
         seen_log_keys.update(dict.fromkeys(vec.logs))
         return vec
 
     def reward_func(queries, prompts, labels, **_: Any) -> dict[str, Any]:
         queries, prompts, labels = check_batch_arguments(queries, prompts, labels)
-        vecs = [score(q, p, l) for q, p, l in zip(queries, prompts, labels)]
+        vecs = [score(query, prompt, label) for query, prompt, label in zip(queries, prompts, labels)]
         if len(vecs) == 1:
             return to_openrlhf(vecs[0])
         import torch

@@ -31,14 +31,13 @@ Malformed rows raise DatasetError naming ``file:line``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import sys
 from typing import Any, Sequence
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
-from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, label_object, make_reward_func
 from mrtpo_openrlhf.verifiers.instructions import (
     Checker,
     MulDimIFConstraint,
@@ -57,13 +56,7 @@ _warned_unsupported: set[str] = set()
 # --- label ----------------------------------------------------------------------------------------------
 def parse_label(label: Any) -> tuple[list[str], list[dict], list[list[str]]]:
     """Validate a label -> (instruction ids, kwargs dicts, MulDimIF triples); ValueError naming the problem."""
-    if isinstance(label, str):
-        try:
-            label = json.loads(label)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"label is not valid JSON: {exc.msg}") from None
-    if not isinstance(label, dict):
-        raise ValueError(f"label must be an object, got {type(label).__name__}")
+    label = label_object(label)
     ids = label.get("instruction_id_list") or []
     kwargs = label.get("kwargs")
     triples = label.get("constraints") or []

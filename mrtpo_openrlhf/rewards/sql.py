@@ -3,8 +3,9 @@
 =============  ==========================================================  ============================================
 name           value 1 iff                                                 verifier block (text the replay removes)
 =============  ==========================================================  ============================================
-``format``     the response is exactly ``<think>...</think>`` then one      ``SQL_FORMAT_BLOCK`` (the format description,
-               ```sql fenced block and nothing else                         also shown verbatim in the prompt)
+``format``     the response is exactly ``<think>...</think>`` then one      ``SQL_FORMAT_BLOCK`` (the format
+               ```sql fenced block and nothing else                         description, also shown verbatim in the
+                                                                           prompt)
 ``executable`` the extracted query ran without error or timeout            the SQLite error this response's query raised
                                                                            (``""`` when it ran or no query was found)
 ``execution``  its result matches the gold result                          the reference (gold) query
@@ -60,7 +61,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, refuse_same_file, require_fields, write_jsonl
-from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, label_object, make_reward_func
 from mrtpo_openrlhf.verifiers.response import oversize_reason
 from mrtpo_openrlhf.verifiers.sql import (
     DEFAULT_MAX_ROWS,
@@ -125,13 +126,7 @@ def parse_label(label: Any) -> SqlLabel:
 
     Raises ValueError naming the problem. The database file is not required to exist here.
     """
-    if isinstance(label, str):
-        try:
-            label = json.loads(label)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"label is a string but not JSON: {exc.msg}") from None
-    if not isinstance(label, dict):
-        raise ValueError(f"label must be an object with 'gold' and 'db_id' or 'db_path', got {type(label).__name__}")
+    label = label_object(label, "an object with 'gold' and 'db_id' or 'db_path'")
     gold = label.get("gold")
     if not isinstance(gold, str) or not gold.strip():
         raise ValueError("label field 'gold' (the reference SQL) is missing or empty")
@@ -244,7 +239,11 @@ def score_sql(
     if not parsed.db_path.is_file():
         reason = f"database not found: {parsed.db_path}"
         return RewardVector(
-            [format_item, RewardItem("executable", 0.0, "", reason), RewardItem("execution", 0.0, gold_item_block, reason)],
+            [
+                format_item,
+                RewardItem("executable", 0.0, "", reason),
+                RewardItem("execution", 0.0, gold_item_block, reason),
+            ],
             primary=PRIMARY_REWARD,
             logs=_logs(sql_has_query=sql is not None),
         )
@@ -263,7 +262,8 @@ def score_sql(
         exec_item = RewardItem("executable", 0.0, "", "no ```sql block found in the response")
     else:
         pred = execute_sql(parsed.db_path, sql, timeout_s=limits["timeout_s"], max_rows=pred_cap)
-        exec_item = RewardItem("executable", float(pred.ok), pred.error, f"query failed: {pred.error}" if pred.error else "")
+        exec_reason = f"query failed: {pred.error}" if pred.error else ""
+        exec_item = RewardItem("executable", float(pred.ok), pred.error, exec_reason)
 
     match, why = False, ""
     if sql is None or not pred.ok:
@@ -275,7 +275,9 @@ def score_sql(
     else:
         compared = pred
         if strip_distinct and remove_distinct(sql) != sql:
-            compared = execute_sql(parsed.db_path, remove_distinct(sql), timeout_s=limits["timeout_s"], max_rows=pred_cap)
+            compared = execute_sql(
+                parsed.db_path, remove_distinct(sql), timeout_s=limits["timeout_s"], max_rows=pred_cap
+            )
         if not compared.ok:
             why = f"query without DISTINCT failed: {compared.error}"
         else:
@@ -346,7 +348,10 @@ def read_sql_rows(path: str | Path) -> list[dict]:
     return read_jsonl(path, validate=validate_sql_row)
 
 
-_INPUT_FIELDS = {"spider": {"db_id": str, "question": str, "query": str}, "bird": {"db_id": str, "question": str, "SQL": str}}
+_INPUT_FIELDS = {
+    "spider": {"db_id": str, "question": str, "query": str},
+    "bird": {"db_id": str, "question": str, "SQL": str},
+}
 
 
 def convert_examples(

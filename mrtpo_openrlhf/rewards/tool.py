@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
-from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
+from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, label_object, make_reward_func
 from mrtpo_openrlhf.verifiers.response import oversize_reason, response_from_query
 from mrtpo_openrlhf.verifiers.tool import (
     AST_CATEGORIES,
@@ -53,13 +53,7 @@ def extract_response(query: str, prompt: str) -> str:
 
 def parse_label(label: Any) -> dict:
     """Validate a tool label (dict or JSON string); raise ValueError naming the problem."""
-    if isinstance(label, str):
-        try:
-            label = json.loads(label)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"label is not valid JSON: {exc.msg}") from None
-    if not isinstance(label, dict):
-        raise ValueError(f"label must be an object, got {type(label).__name__}")
+    label = label_object(label)
     functions = label.get("functions")
     ground_truth = label.get("ground_truth", [])
     category = label.get("category")

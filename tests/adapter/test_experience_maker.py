@@ -35,7 +35,8 @@ def rollout(seed=0, groups=2, n=4, vocab=101, truncate=0):
         for _ in range(n):
             resp = [rng.randrange(3, vocab) for _ in range(rng.randint(2, 9))]
             values = [float(rng.random() < 0.5) for _ in NAMES]
-            blocks = ["Answer in one SQL block.", "no such column: nme" if not values[1] else "", "SELECT name FROM users"]
+            error_block = "no such column: nme" if not values[1] else ""
+            blocks = ["Answer in one SQL block.", error_block, "SELECT name FROM users"]
             exps.append(gen._process_response_into_experience(
                 vllm_response(prompt_ids[truncate:], resp, prompt_text, NAMES, values, blocks), max_len=256))
     return exps
@@ -60,7 +61,8 @@ def micro_batches(samples, size, seed):
         s.index = [i]
     order = list(range(len(samples)))
     random.Random(seed).shuffle(order)
-    return [Experience.concat_experiences([samples[i] for i in order[j:j + size]], 0) for j in range(0, len(order), size)]
+    batches = [[samples[i] for i in order[j:j + size]] for j in range(0, len(order), size)]
+    return [Experience.concat_experiences(batch, 0) for batch in batches]
 
 
 @pytest.fixture(autouse=True)

@@ -53,7 +53,8 @@ rewards_strategy = st.integers(2, 5).flatmap(
 def test_gdpo_matches_reference(case):
     n, rows = case
     r = torch.tensor(rows, dtype=torch.float64)
-    assert torch.allclose(group_normalize(r, n).double(), torch.tensor(ref_group_norm(rows, n), dtype=torch.float64), atol=1e-5)
+    expected = torch.tensor(ref_group_norm(rows, n), dtype=torch.float64)
+    assert torch.allclose(group_normalize(r, n).double(), expected, atol=1e-5)
     if len(rows) > 1:
         got = gdpo_advantages(r, n).double()
         assert torch.allclose(got, torch.tensor(ref_gdpo(rows, n), dtype=torch.float64), atol=1e-4)

@@ -16,9 +16,12 @@ END = "Is there anything else I can help with?"
 def test_sql_responses_write_all_files(tmp_path, tiny_model_dir):
     row = read_jsonl(DEFAULT_DATA["sql"])[0]  # "How many books are there?"
     responses = tmp_path / "responses.jsonl"
-    write_jsonl(responses, [{"prompt": row["prompt"], "response": r, "label": row["label"]} for r in (SQL_GOOD, SQL_BAD)])
+    write_jsonl(
+        responses, [{"prompt": row["prompt"], "response": r, "label": row["label"]} for r in (SQL_GOOD, SQL_BAD)]
+    )
     out = tmp_path / "out"
-    assert main(["--model", str(tiny_model_dir), "--data", "sql", "--responses", str(responses), "--out", str(out)]) == 0
+    args = ["--model", str(tiny_model_dir), "--data", "sql", "--responses", str(responses), "--out", str(out)]
+    assert main(args) == 0
     for name in ("index.html", "relevance.jsonl", "summary.json"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0
 
@@ -54,7 +57,10 @@ def test_sql_responses_write_all_files(tmp_path, tiny_model_dir):
 
 
 def test_instruction_target_span_through_pipeline(tmp_path, tiny_model_dir):
-    prompt = f"Write about rain. Finish your response with this exact phrase {END}. No other words should follow this phrase."
+    prompt = (
+        f"Write about rain. Finish your response with this exact phrase {END}. "
+        "No other words should follow this phrase."
+    )
     label = {"instruction_id_list": ["startend:end_checker", "punctuation:no_comma"],
              "kwargs": [{"end_phrase": END}, {}]}
     responses = tmp_path / "r.jsonl"
@@ -105,8 +111,10 @@ def test_empty_response_and_given_ids(tmp_path, tiny_model_dir):
     row = read_jsonl(DEFAULT_DATA["tool"])[0]
     ids = tok("<think>ok</think><tool_call>[]</tool_call>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     responses = tmp_path / "r.jsonl"
-    write_jsonl(responses, [{"prompt": row["prompt"], "response": "", "label": row["label"]},
-                            {"prompt": row["prompt"], "response": "ignored", "response_ids": ids, "label": row["label"]}])
+    write_jsonl(responses, [
+        {"prompt": row["prompt"], "response": "", "label": row["label"]},
+        {"prompt": row["prompt"], "response": "ignored", "response_ids": ids, "label": row["label"]},
+    ])
     out = tmp_path / "out"
     assert main(["--model", str(tiny_model_dir), "--responses", str(responses), "--out", str(out)]) == 0
     recs = read_jsonl(out / "relevance.jsonl")

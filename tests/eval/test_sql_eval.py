@@ -52,7 +52,8 @@ def spider_predictions(tmp_path, kit):
 
 
 def test_spider_official_rules(spider_dir, tmp_path, run_cli, kit):
-    code, out = run_cli("--benchmark", "spider", "--data-dir", spider_dir, "--predictions", spider_predictions(tmp_path, kit))
+    predictions = spider_predictions(tmp_path, kit)
+    code, out = run_cli("--benchmark", "spider", "--data-dir", spider_dir, "--predictions", predictions)
     assert code == 0
     records = kit.read_records(out, "spider")
     for i, (_gold, _pred, expected, why) in enumerate(SPIDER_CASES):

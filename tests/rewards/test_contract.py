@@ -55,3 +55,25 @@ def test_responses_past_the_bound_score_zero_with_the_reason(module, label):
     assert time.perf_counter() - start < 0.5
     assert out["rewards"].item() == 0.0
     assert all("longer than the" in r for r in out["extra_logs"]["mrtpo_reward_reasons"])
+
+
+VALID_LABELS = {
+    instruction: LABEL,
+    sql: {"db_id": "school", "gold": "SELECT 1"},
+    tool: {"functions": [{"name": "f"}], "ground_truth": [{"f": {}}], "category": "simple_python"},
+}
+OBJECT_MESSAGE = {instruction: "an object", sql: "an object with 'gold' and 'db_id' or 'db_path'", tool: "an object"}
+
+
+@pytest.mark.parametrize("module", [instruction, sql, tool])
+def test_every_task_reads_a_label_as_an_object_or_its_json_text(module):
+    import json
+
+    as_text = module.parse_label(json.dumps(VALID_LABELS[module]))
+    assert as_text == module.parse_label(VALID_LABELS[module])
+    with pytest.raises(ValueError, match=r"^label is a string but not JSON: Expecting value$"):
+        module.parse_label("not json")
+    for bad, type_name in ((None, "NoneType"), ([1], "list"), ('"a string in JSON"', "str"), (7, "int")):
+        with pytest.raises(ValueError) as err:
+            module.parse_label(bad)
+        assert str(err.value) == f"label must be {OBJECT_MESSAGE[module]}, got {type_name}"

@@ -28,7 +28,9 @@ AFRICA = sorted("Algeria Angola Benin Botswana Burkina Faso Burundi Cabo Verde C
                 "South_Sudan Ivory_Coast Equatorial_Guinea".split(), reverse=True)
 MCQ = "\n".join(
     f"Question {i}: {q}\nA) one\nB) two\nC) three\nD) four\nE) five"
-    for i, q in enumerate(["Who?", "Who painted it?", "Who painted the famous work?", "Who painted the most famous work?"], 1)
+    for i, q in enumerate(
+        ["Who?", "Who painted it?", "Who painted the famous work?", "Who painted the most famous work?"], 1
+    )
 )
 
 # (id, kwargs, response that follows it, response that does not)
@@ -121,10 +123,12 @@ CASES = [
      "ProductID, Category, Brand, Price, Stock\n" + "\n".join(f"{i},Toys,\"A&B\",9,{i}" for i in range(14)),
      "ProductID,Category,Brand,Price,Stock\n" + "\n".join(f"{i},Toys,AB,9,{i}" for i in range(14))),
     ("custom:csv_quotes", {},
-     '"StudentID"\t"Subject"\t"Grade"\t"Semester"\t"Score"\n' + "\n".join(f'"{i}"\t"Math"\t"A"\t"Fall"\t"90"' for i in range(3)),
+     '"StudentID"\t"Subject"\t"Grade"\t"Semester"\t"Score"\n'
+     + "\n".join(f'"{i}"\t"Math"\t"A"\t"Fall"\t"90"' for i in range(3)),
      'StudentID\tSubject\tGrade\tSemester\tScore\n' + "\n".join(f'{i}\tMath\tA\tFall\t90' for i in range(3))),
     ("custom:date_format_list", {}, "1796-04-12, 1805-12-02", "1796-04-12, 1805-02-30"),
-    ("count:keywords_multiple", {"keyword1": "a1", "keyword2": "b2", "keyword3": "c3", "keyword4": "d4", "keyword5": "e5"},
+    ("count:keywords_multiple",
+     {"keyword1": "a1", "keyword2": "b2", "keyword3": "c3", "keyword4": "d4", "keyword5": "e5"},
      "a1 " + "b2 " * 2 + "c3 " * 3 + "d4 " * 5 + "e5 " * 7, "a1 b2 c3 d4 e5"),
     ("words:keywords_specific_position", {"keyword": "blue", "n": 2, "m": 3}, "Hi there. The sky blue is.",
      "Hi there. The blue sky."),
@@ -216,6 +220,20 @@ def test_bad_kwargs_are_clear_errors():
         build_checker("punctuation:no_comma", {"foo": 1})
     # None values are padding in the released data and are ignored
     assert build_checker("punctuation:no_comma", {"foo": None}).check("a")
+
+
+NO_KWARG_IDS = [
+    "detectable_format:constrained_response", "detectable_format:json_format", "detectable_format:title",
+    "combination:two_responses", "startend:quotation", "change_case:english_capital",
+    "change_case:english_lowercase", "punctuation:no_comma",
+]
+
+
+@pytest.mark.parametrize("iid", NO_KWARG_IDS)
+def test_checkers_without_kwargs_reject_unknown_kwargs_by_name(iid):
+    assert build_checker(iid, {}).description()
+    with pytest.raises(ValueError, match=rf"{iid}: unexpected kwargs \['foo'\]; expected \[\]"):
+        build_checker(iid, {"foo": 1})
 
 
 def test_every_ifbench_test_row_builds_and_descriptions_match_the_official_templates():

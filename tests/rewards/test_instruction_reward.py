@@ -48,7 +48,8 @@ def test_block_found_in_reworded_prompt():
     prompt = "Tell a story. Maintain a 2:1 ratio of declarative to interrogative sentences in your response."
     desc = build_checker("ratio:sentence_type", {}).description()
     block = ins.locate_block(prompt, desc)
-    assert block == "Maintain a 2:1 ratio of declarative to interrogative sentences in your response." and block in prompt
+    assert block == "Maintain a 2:1 ratio of declarative to interrogative sentences in your response."
+    assert block in prompt
     assert ins.locate_block("Unrelated text only.", desc) == desc
 
 

@@ -63,7 +63,8 @@ def test_error_becomes_the_executable_block():
 
 
 def test_broken_layout_can_still_execute():
-    vec = score_sql("The answer:\n```sql\nSELECT name FROM students WHERE city = 'Porto'\n```\nHope it helps", "", SCHOOL)
+    response = "The answer:\n```sql\nSELECT name FROM students WHERE city = 'Porto'\n```\nHope it helps"
+    vec = score_sql(response, "", SCHOOL)
     assert values(vec) == {"format": 0.0, "executable": 1.0, "execution": 1.0}
 
 
@@ -99,7 +100,8 @@ def test_unicode_values_match():
     "sql",
     [
         "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
-        "SELECT count(*) FROM sales a, sales b, sales c, sales d, sales e, sales f, sales g, sales h",  # 12^8 = 430M rows
+        # 12^8 = 430M rows
+        "SELECT count(*) FROM sales a, sales b, sales c, sales d, sales e, sales f, sales g, sales h",
     ],
 )
 def test_runaway_queries_cost_about_the_limit_and_score_zero(sql):

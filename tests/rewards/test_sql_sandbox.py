@@ -30,7 +30,9 @@ def test_plain_select_returns_rows_columns_and_unicode():
     res = execute_sql(BOOKSTORE, "SELECT name, country FROM authors WHERE author_id IN (1, 2, 5) ORDER BY author_id;")
     assert res.ok and not res.timed_out and not res.truncated
     assert res.columns == ["name", "country"]
-    assert res.rows == [("Gabriel García Márquez", "Colombia"), ("Haruki Murakami (村上春樹)", "Japan"), ("Anonymous", None)]
+    assert res.rows == [
+        ("Gabriel García Márquez", "Colombia"), ("Haruki Murakami (村上春樹)", "Japan"), ("Anonymous", None)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -162,7 +162,9 @@ def test_parse_rejects(body, fragment):
 
 
 def test_parse_accepts_object_list_and_unicode():
-    one = parse_tool_calls('<think>é</think>\n<tool_call>\n{"name": "météo", "arguments": {"ville": "Zürich"}}\n</tool_call>')
+    one = parse_tool_calls(
+        '<think>é</think>\n<tool_call>\n{"name": "météo", "arguments": {"ville": "Zürich"}}\n</tool_call>'
+    )
     assert one.calls == [ToolCall("météo", {"ville": "Zürich"})]
     many = parse_tool_calls('<think></think><tool_call>[{"name": "a", "arguments": {}}, {"name": "b"}]</tool_call>')
     assert [c.name for c in many.calls] == ["a", "b"] and many.calls[1].arguments == {}

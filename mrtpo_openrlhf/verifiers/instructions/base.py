@@ -20,11 +20,15 @@ class UnsupportedInstruction(RuntimeError):
 
 
 class Checker:
-    """One constraint. Subclasses take their kwargs as keyword-only ``__init__`` arguments."""
+    """One constraint. Subclasses take their kwargs as keyword-only ``__init__`` arguments; one without
+    kwargs inherits this class's ``__init__``, which takes none (``build_checker`` reads the signature)."""
 
     instruction_id: ClassVar[str] = ""
     #: why the checker cannot run offline, or None when it can (checked again at ``check`` time).
     unsupported_reason: ClassVar[Callable[[], str | None] | None] = None
+
+    def __init__(self) -> None:
+        pass
 
     def description(self) -> str:
         raise NotImplementedError
@@ -73,7 +77,8 @@ def build_checker(instruction_id: str, kwargs: Mapping[str, Any] | None = None) 
     if not accepts_any:
         unknown = sorted(set(given) - set(params))
         if unknown:
-            raise ValueError(f"{instruction_id}: unexpected kwargs {unknown}; expected {sorted(set(params) - {'self'})}")
+            expected = sorted(set(params) - {"self"})
+            raise ValueError(f"{instruction_id}: unexpected kwargs {unknown}; expected {expected}")
     missing = [
         n for n, p in params.items()
         if n != "self" and p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty

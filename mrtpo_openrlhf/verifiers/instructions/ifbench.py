@@ -727,7 +727,10 @@ class TitleCase(_Fixed):
 
 @register("format:output_template")
 class OutputTemplate(_Fixed):
-    TEXT = "Use this exact template for your response: My Answer: [answer] My Conclusion: [conclusion] Future Outlook: [outlook]"
+    TEXT = (
+        "Use this exact template for your response: "
+        "My Answer: [answer] My Conclusion: [conclusion] Future Outlook: [outlook]"
+    )
 
     def check(self, response: str) -> bool:
         return all(s in response for s in ("My Answer:", "My Conclusion:", "Future Outlook:"))

@@ -290,9 +290,6 @@ class NumberBulletLists(Checker):
 
 @register("detectable_format:constrained_response")
 class ConstrainedResponse(Checker):
-    def __init__(self):
-        pass
-
     def description(self) -> str:
         return f"Answer with one of the following options: {CONSTRAINED_RESPONSE_OPTIONS}"
 
@@ -334,9 +331,6 @@ class MultipleSections(Checker):
 
 @register("detectable_format:json_format")
 class JsonFormat(Checker):
-    def __init__(self):
-        pass
-
     def description(self) -> str:
         return "Entire output should be wrapped in JSON format. You can use markdown ticks such as ```."
 
@@ -356,9 +350,6 @@ class JsonFormat(Checker):
 
 @register("detectable_format:title")
 class Title(Checker):
-    def __init__(self):
-        pass
-
     def description(self) -> str:
         return "Your answer must contain a title, wrapped in double angular brackets, such as <<poem of joy>>."
 
@@ -369,9 +360,6 @@ class Title(Checker):
 # --- combination ------------------------------------------------------------------------------------
 @register("combination:two_responses")
 class TwoResponses(Checker):
-    def __init__(self):
-        pass
-
     def description(self) -> str:
         return ("Give two different responses. Responses and only responses should be separated by 6 asterisk "
                 "symbols: ******.")
@@ -408,7 +396,10 @@ class EndChecker(Checker):
         self.end_phrase = end_phrase.strip()
 
     def description(self) -> str:
-        return f"Finish your response with this exact phrase {self.end_phrase}. No other words should follow this phrase."
+        return (
+            f"Finish your response with this exact phrase {self.end_phrase}. "
+            "No other words should follow this phrase."
+        )
 
     def check(self, response: str) -> bool:
         return response.strip().strip('"').lower().endswith(self.end_phrase.lower())
@@ -416,9 +407,6 @@ class EndChecker(Checker):
 
 @register("startend:quotation")
 class Quotation(Checker):
-    def __init__(self):
-        pass
-
     def description(self) -> str:
         return "Wrap your entire response with double quotation marks."
 
@@ -449,9 +437,6 @@ def _is_english(text: str) -> bool:
 
 @register("change_case:english_capital")
 class EnglishCapital(Checker):
-    def __init__(self):
-        pass
-
     def description(self) -> str:
         return "Your entire response should be in English, and in all capital letters."
 
@@ -461,11 +446,11 @@ class EnglishCapital(Checker):
 
 @register("change_case:english_lowercase")
 class EnglishLowercase(Checker):
-    def __init__(self):
-        pass
-
     def description(self) -> str:
-        return "Your entire response should be in English, and in all lowercase letters. No capital letters are allowed."
+        return (
+            "Your entire response should be in English, and in all lowercase letters. "
+            "No capital letters are allowed."
+        )
 
     def check(self, response: str) -> bool:
         return response.islower() and _is_english(response)
@@ -473,9 +458,6 @@ class EnglishLowercase(Checker):
 
 @register("punctuation:no_comma")
 class NoComma(Checker):
-    def __init__(self):
-        pass
-
     def description(self) -> str:
         return "In your entire response, refrain from the use of any commas."
 

@@ -37,7 +37,10 @@ def count_words(text: str) -> int:
 _A = "([A-Za-z])"
 _TITLES = "(Mr|St|Mrs|Ms|Dr)[.]"
 _COMPANY = "(Inc|Ltd|Jr|Sr|Co)"
-_OPENERS = r"(Mr|Mrs|Ms|Dr|Prof|Capt|Cpt|Lt|He\s|She\s|It\s|They\s|Their\s|Our\s|We\s|But\s|However\s|That\s|This\s|Wherever)"
+_OPENERS = (
+    r"(Mr|Mrs|Ms|Dr|Prof|Capt|Cpt|Lt|He\s|She\s|It\s|They\s|Their\s|Our\s|We\s"
+    r"|But\s|However\s|That\s|This\s|Wherever)"
+)
 _ACRONYM = "([A-Z][.][A-Z][.](?:[A-Z][.])?)"
 _SPLIT_RULES: tuple[tuple[re.Pattern, object], ...] = tuple(
     (re.compile(p), r)
