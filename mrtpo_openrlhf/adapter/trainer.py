@@ -5,11 +5,26 @@ import os
 import time
 
 import ray
+import torch
 from openrlhf.trainer.ppo_trainer import PPOTrainer
 
 from ..metrics import append_step
 from .experience_maker import MRTPOExperienceMaker
 from .samples_generator import MRTPOSamplesGenerator
+
+
+def seed_prompt_order(dataloader, seed: int) -> bool:
+    """Make the prompt order a function of ``seed`` alone; True when the loader's sampler was reseeded.
+
+    Upstream's trainer actor has no torch.distributed group, so its prompts loader shuffles with a sampler whose
+    generator is seeded at random: two runs with one ``--train.seed`` saw different prompts. Every arm of a
+    study must see the same prompts in the same order for a seed.
+    """
+    sampler = getattr(dataloader, "sampler", None)
+    if sampler is None or not hasattr(sampler, "generator"):
+        return False
+    sampler.generator = torch.Generator().manual_seed(int(seed))
+    return True
 
 
 class MRTPOPPOTrainerBase(PPOTrainer.__ray_actor_class__):
@@ -19,6 +34,7 @@ class MRTPOPPOTrainerBase(PPOTrainer.__ray_actor_class__):
                  reference_model_group, vllm_engines, **generate_kwargs):
         super().__init__(pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                          reference_model_group, vllm_engines, **generate_kwargs)
+        seed_prompt_order(self.prompts_dataloader, strategy.args.train.seed)
         tokenizer = self.samples_generator.tokenizer
         self.samples_generator = MRTPOSamplesGenerator(
             strategy=strategy,

@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--arms", nargs="+", help="only these arms")
     r.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it is stopped")
     r.add_argument("--dry-run", action="store_true", help="print each run's command, run nothing")
+    r.add_argument("--results", type=Path, help="committed results folder: finished runs are copied there and "
+                   "count as done (default: docs/results/<name>; 'none' to skip)")
 
     rep = sub.add_parser("report", help="markdown report + plots from a study folder")
     rep.add_argument("dir", type=Path, help="study folder (runs/study/<name>) or a committed results folder")
@@ -67,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             ap.error(f"--arms {bad}: not in the config's arms {cfg.arms}")
         try:
+            results = args.results or REPO_ROOT / "docs" / "results" / cfg.name
+            results = None if str(results) == "none" else results
             failed = run_study(cfg, args.out or REPO_ROOT / "runs" / "study" / cfg.name, args.dry_run, args.arms,
-                               args.timeout)
+                               args.timeout, results=results)
         except KeyboardInterrupt:
             print("[study] interrupted: the run in progress was stopped and will be rerun from scratch; "
                   "finished runs are kept. Run the same command to resume.", file=sys.stderr)

@@ -152,6 +152,8 @@ def claims(runs, names: list[str], steps: int, format_reward: str | None, thresh
     def line(p: Paired | None) -> str:
         if p is None:
             return "not run"
+        if p.n < 2:
+            return f"{p.mean:+.3f} (one seed: no interval; higher in {p.wins}/{p.n})"
         return (f"{p.mean:+.3f} (95% t-CI [{p.t_low:+.3f}, {p.t_high:+.3f}], bootstrap [{p.boot_low:+.3f}, "
                 f"{p.boot_high:+.3f}], higher in {p.wins}/{p.n} seeds)")
 
@@ -169,7 +171,9 @@ def claims(runs, names: list[str], steps: int, format_reward: str | None, thresh
     state = [held(p, "A > B") for p in conv]
     out.append({"claim": "2. Rewards rise faster: MRTPO > GDPO > GRPO (area under the summed-reward curve)",
                 "verdict": "held" if state == ["held", "held"] else
-                ("contradicted" if "contradicted" in state else "not resolved"),
+                ("contradicted" if "contradicted" in state else
+                 "too few seeds" if "too few seeds" in state else
+                 "not tested" if "not tested" in state else "not resolved"),
                 "evidence": f"MRTPO-GDPO {line(conv[0])}; GDPO-GRPO {line(conv[1])}"})
     if format_reward:
         key = f"reward/{format_reward}/mean"
@@ -327,8 +331,9 @@ def write_report(root: Path, out: Path | None = None, probe_files: Sequence[Path
            "| A - B | reward | mean | 95% t-interval | bootstrap 95% | A higher in |", "|---|---|---|---|---|---|"]
     for label, p in results.items():
         pair, n = label.split(" | ")
-        md.append(f"| {pair} | {n} | {p['mean']:+.3f} | [{p['t_low']:+.3f}, {p['t_high']:+.3f}] | "
-                  f"[{p['boot_low']:+.3f}, {p['boot_high']:+.3f}] | {p['wins']}/{p['n']} |")
+        t_ci, boot = ((f"[{p['t_low']:+.3f}, {p['t_high']:+.3f}]", f"[{p['boot_low']:+.3f}, {p['boot_high']:+.3f}]")
+                      if p["n"] > 1 else ("–", "–"))
+        md.append(f"| {pair} | {n} | {p['mean']:+.3f} | {t_ci} | {boot} | {p['wins']}/{p['n']} |")
     md += ["", "## Localization during training (replayed pairs, MRTPO arms)", ""]
     md += localization_table(runs, names, steps)
     md += ["", "## The paper's claims against this study", "",

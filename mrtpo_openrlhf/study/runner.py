@@ -37,8 +37,19 @@ def run_dir(root: Path, arm: str, seed: int) -> Path:
     return root / arm / f"seed{seed}"
 
 
-def is_done(path: Path) -> bool:
-    return (path / RESULT).is_file()
+def is_done(path: Path, results: Path | None = None) -> bool:
+    """Done here, or done in another sitting and committed under ``results/runs/<arm>/seed<k>``."""
+    return (path / RESULT).is_file() or (results is not None and (results / RESULT).is_file())
+
+
+def publish(out: Path, results: Path) -> None:
+    """Copy a finished run's small files (never the checkpoint) to the committed results folder."""
+    from .report import SMALL_FILES
+
+    results.mkdir(parents=True, exist_ok=True)
+    for name in SMALL_FILES:
+        if (out / name).is_file():
+            shutil.copy2(out / name, results / name)
 
 
 def _fmt_minutes(seconds: float) -> str:
@@ -105,16 +116,25 @@ def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001 - signal handler signa
 
 
 def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[str] | None = None,
-              timeout: float = 3600.0, say: Callable[[str], None] = print) -> int:
-    """Run what is not done yet; return the number of runs that failed (0: every selected run is done)."""
+              timeout: float = 3600.0, say: Callable[[str], None] = print, results: Path | None = None) -> int:
+    """Run what is not done yet; return the number of runs that failed (0: every selected run is done).
+
+    results: the committed results folder (``docs/results/<name>``): each finished run's small files are copied to
+    ``results/runs/<arm>/seed<k>`` at once, and a run found there counts as done, so a study spans sittings and
+    machines through git.
+    """
     root = Path(root).resolve()
+    pub = (lambda a, s: run_dir(Path(results).resolve() / "runs", a, s)) if results else (lambda a, s: None)
     runs = [(a, s) for a, s in cfg.runs() if not only or a in only]
-    todo = [(a, s) for a, s in runs if not is_done(run_dir(root, a, s))]
+    todo = [(a, s) for a, s in runs if not is_done(run_dir(root, a, s), pub(a, s))]
     say(f"[study] {cfg.name}: {len(runs)} runs ({len(runs) - len(todo)} already done), backend {cfg.backend}, "
         f"folder {root}")
     if not dry_run:
         root.mkdir(parents=True, exist_ok=True)
         (root / "study.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        if results:
+            Path(results).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / "study.json", Path(results) / "study.json")
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # so the launcher's cleanup runs on SIGTERM too
     model = None
     if cfg.backend == "cpu" and not dry_run:
@@ -129,6 +149,8 @@ def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[st
         ok = _run_one(cfg, arm, seed, out, model, dry_run, timeout, say)
         if dry_run:
             continue
+        if ok and results:
+            publish(out, pub(arm, seed))
         durations.append(float(json.loads((out / RESULT).read_text())["seconds"]) if ok else time.time() - t_start)
         failed += not ok
     if not dry_run:

@@ -6,6 +6,7 @@ was not logged.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,8 @@ def mean_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(T,) mean across seeds and the 95% t-interval's lower and upper edges (NaN band with one seed)."""
     curves = np.asarray(curves, dtype=float)
     n = np.sum(~np.isnan(curves), axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a step no seed logged: NaN, as intended
         mean = np.nanmean(curves, axis=0) if curves.size else np.array([])
         sd = np.nanstd(curves, axis=0, ddof=1) if curves.shape[0] > 1 else np.full(curves.shape[1], np.nan)
         half = np.array([t975(int(k) - 1) for k in n]) * sd / np.sqrt(np.maximum(n, 1))

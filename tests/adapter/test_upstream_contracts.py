@@ -112,3 +112,28 @@ def test_actor_exposes_engine_and_hf_accepts_logits_to_keep(tiny_llama):
     assert actor.model is tiny_llama
     out = actor.model(input_ids=torch.tensor([[5, 6, 7, 8]]), logits_to_keep=2)
     assert out.logits.shape[1] == 2
+
+
+def test_prompt_order_depends_on_the_seed_alone():
+    """Upstream's prompts loader (no torch.distributed in the trainer actor) shuffles with a randomly seeded
+    sampler; ``seed_prompt_order`` makes two loaders with one seed agree, and different seeds differ."""
+    from types import SimpleNamespace
+
+    from openrlhf.utils.deepspeed.deepspeed import DeepspeedStrategy
+
+    from mrtpo_openrlhf.adapter.trainer import seed_prompt_order
+
+    def loader():
+        strategy = DeepspeedStrategy.__new__(DeepspeedStrategy)
+        strategy.seed = 42
+        strategy.args = SimpleNamespace()
+        return DeepspeedStrategy.setup_dataloader(strategy, list(range(64)), 1, True, True)
+
+    unseeded = [[int(x) for x in loader()] for _ in range(2)]
+    assert unseeded[0] != unseeded[1]  # the upstream behaviour this fixes (1 in 64! to fail by chance)
+    orders = []
+    for seed in (1, 1, 2):
+        dl = loader()
+        assert seed_prompt_order(dl, seed)
+        orders.append([int(x) for x in dl])
+    assert orders[0] == orders[1] and orders[0] != orders[2]
