@@ -177,6 +177,10 @@ def start_ray_head(
     except subprocess.TimeoutExpired:
         stop_processes([proc.pid], str(temp_dir))
         raise RuntimeError(f"`ray start` did not finish within {timeout}s") from None
+    except BaseException:  # Ctrl-C or SIGTERM while the head starts: what it started so far must not outlive us
+        stop_processes([proc.pid], str(temp_dir))
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
     head = RayHead(f"127.0.0.1:{port}", temp_dir, proc.pid, time.time() - started, command)
     if proc.returncode != 0:
         head.stop()
