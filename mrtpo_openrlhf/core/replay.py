@@ -302,7 +302,8 @@ class _Shared:
     branches: list[_Job]
 
 
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix_length(a: Sequence, b: Sequence) -> int:
+    """How many leading items (token ids, characters) ``a`` and ``b`` share."""
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -329,7 +330,7 @@ def _shared(requests: Sequence[ReplayRequest]) -> list[_Shared]:
     for prefix, i, contexts in items:
         if clusters:
             shared, members = clusters[-1]
-            n = _common_length(shared, prefix)
+            n = common_prefix_length(shared, prefix)
             if n > 0 and n >= _JOIN_SHARE * max(len(shared), len(prefix)):
                 clusters[-1] = (shared[:n], members + [(i, contexts)])
                 continue

@@ -27,6 +27,7 @@ import json
 import re
 from typing import Any, Sequence
 
+from mrtpo_openrlhf.core.replay import common_prefix_length
 from mrtpo_openrlhf.verifiers.sql import extract_sql
 from mrtpo_openrlhf.verifiers.sql.lexer import tokenize as sql_tokenize
 
@@ -295,20 +296,11 @@ def token_char_offsets(tokenizer: Any, token_ids: Sequence[int]) -> tuple[str, l
         # A trailing replacement char is an incomplete multi-byte character: not this token's yet.
         stable = len(prefix.rstrip("\ufffd")) if i + 1 < len(ids) else len(text)
         if not text.startswith(prefix[:stable]):
-            stable = _common_prefix(prefix, text)
+            stable = common_prefix_length(prefix, text)
         end = min(max(prev, stable), len(text))
         offsets.append((prev, end))
         prev = end
     return text, offsets
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def spans_to_token_mask(offsets: Sequence[Span], spans: Sequence[Span]) -> list[bool]:
