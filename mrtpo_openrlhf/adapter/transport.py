@@ -20,14 +20,13 @@ from typing import Any
 
 import torch
 
-from ..rewards.contract import MRTPO_KEYS, parse_extra_logs
+from ..rewards.contract import MRTPO_KEYS, SPANS_KEY, parse_extra_logs
 
 VALUES = "mrtpo_values"
 PRESENT = "mrtpo_present"
 NAMES = "mrtpo_names"
 BLOCKS = "mrtpo_blocks"
 SPANS = "mrtpo_spans"
-SPANS_KEY = "mrtpo_reward_spans"
 INFO_KEYS = (VALUES, PRESENT, NAMES, BLOCKS, SPANS)
 
 

@@ -33,6 +33,9 @@ VALUES_KEY = "mrtpo_reward_values"
 BLOCKS_KEY = "mrtpo_reward_blocks"
 REASONS_KEY = "mrtpo_reward_reasons"
 MRTPO_KEYS = (NAMES_KEY, VALUES_KEY, BLOCKS_KEY, REASONS_KEY)
+# Optional: per reward, [start, end) of its block in the prompt the reward function received, where the task put
+# it (``RewardItem.inline``), or None for a block the prompt does not hold (the replay appends those).
+SPANS_KEY = "mrtpo_reward_spans"
 
 
 @dataclass
@@ -43,6 +46,7 @@ class RewardItem:
     value: float
     block: str = ""
     reason: str = ""
+    inline: bool = False  # the task put this block in the prompt: the replay cuts it there (never appends it)
 
 
 @dataclass
@@ -52,6 +56,7 @@ class RewardVector:
     items: list[RewardItem]
     primary: str | None = None  # name of the reward reported as OpenRLHF's "score"
     logs: dict[str, float] = field(default_factory=dict)  # extra numeric logs, same keys per task
+    spans: list[list[int] | None] | None = None  # SPANS_KEY, set by ``make_reward_func`` from ``inline``
 
     @property
     def names(self) -> list[str]:
@@ -79,6 +84,8 @@ class RewardVector:
         logs[VALUES_KEY] = self.values
         logs[BLOCKS_KEY] = [it.block for it in self.items]
         logs[REASONS_KEY] = [it.reason for it in self.items]
+        if self.spans is not None:
+            logs[SPANS_KEY] = self.spans
         return logs
 
 
@@ -179,7 +186,17 @@ def merge_extra_logs(per: Sequence[dict[str, Any]]) -> dict[str, Any]:
     keys: list[str] = []
     for logs in per:
         keys.extend(k for k in logs if k not in keys)
-    return {key: [logs.get(key, 0.0) for logs in per] for key in keys}
+    return {key: [logs.get(key, None if key == SPANS_KEY else 0.0) for logs in per] for key in keys}
+
+
+def block_spans(items: Sequence[RewardItem], prompt: str) -> list[list[int] | None]:
+    """Where each inline block sits in ``prompt``: its last occurrence (the task writes blocks into the user turn,
+    after any system prompt that might quote the same text); None for other blocks and for blocks not found."""
+    spans: list[list[int] | None] = []
+    for it in items:
+        start = prompt.rfind(it.block) if it.inline and it.block else -1
+        spans.append([start, start + len(it.block)] if start >= 0 else None)
+    return spans
 
 
 def make_reward_func(
@@ -198,6 +215,8 @@ def make_reward_func(
     def score(query, prompt, label) -> RewardVector:
         vec = safe_reward_call(score_one, fallback_names, query, prompt, label, tuple(seen_log_keys))
         seen_log_keys.update(dict.fromkeys(vec.logs))
+        if any(it.inline for it in vec.items):
+            vec.spans = block_spans(vec.items, prompt if isinstance(prompt, str) else "")
         return vec
 
     def reward_func(queries, prompts, labels, **_: Any) -> dict[str, Any]:

@@ -166,7 +166,7 @@ def score_instruction(query: str, prompt: str, label: Any) -> RewardVector:
             items.append(RewardItem(name, 0.0, "", f"checker error: {exc}"))
             continue
         value, reason = _judge(checker, response)
-        items.append(RewardItem(name, value, locate_block(prompt or "", checker.description()), reason))
+        items.append(RewardItem(name, value, locate_block(prompt or "", checker.description()), reason, inline=True))
     frac = sum(it.value for it in items) / len(items)
     return RewardVector(items, primary=None, logs={FRAC_LOG: frac})
 

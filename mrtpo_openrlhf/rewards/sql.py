@@ -218,12 +218,12 @@ def score_sql(
             gold_block = parse_label(label).gold
         except ValueError:
             gold_block = ""
-        return RewardVector([RewardItem("format", 0.0, SQL_FORMAT_BLOCK, too_long),
+        return RewardVector([RewardItem("format", 0.0, SQL_FORMAT_BLOCK, too_long, inline=True),
                              RewardItem("executable", 0.0, "", too_long),
                              RewardItem("execution", 0.0, gold_block, too_long)],
                             primary=PRIMARY_REWARD, logs=_logs())
     fmt = check_format(response)
-    format_item = RewardItem("format", float(fmt.ok), SQL_FORMAT_BLOCK, fmt.reason)
+    format_item = RewardItem("format", float(fmt.ok), SQL_FORMAT_BLOCK, fmt.reason, inline=True)
     sql = extract_sql(response)
 
     try:

@@ -77,7 +77,7 @@ def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
     response = extract_response(query, prompt)
     too_long = oversize_reason(response, "tool")
     if too_long:
-        return RewardVector([RewardItem("format", 0.0, TOOL_FORMAT_BLOCK, too_long),
+        return RewardVector([RewardItem("format", 0.0, TOOL_FORMAT_BLOCK, too_long, inline=True),
                              RewardItem("correctness", 0.0, "", too_long)],
                             primary=PRIMARY_REWARD, logs={"tool_parseable": 0.0})
     fmt_ok, fmt_why = check_format(response)
@@ -94,7 +94,7 @@ def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
             why = parsed.reason
     return RewardVector(
         [
-            RewardItem("format", float(fmt_ok), TOOL_FORMAT_BLOCK, fmt_why),
+            RewardItem("format", float(fmt_ok), TOOL_FORMAT_BLOCK, fmt_why, inline=True),
             RewardItem("correctness", float(correct), block, why),
         ],
         primary=PRIMARY_REWARD,

@@ -77,3 +77,48 @@ def test_every_task_reads_a_label_as_an_object_or_its_json_text(module):
         with pytest.raises(ValueError) as err:
             module.parse_label(bad)
         assert str(err.value) == f"label must be {OBJECT_MESSAGE[module]}, got {type_name}"
+
+
+def test_tasks_record_where_they_put_inline_blocks():
+    """Issue 10 item 8: the task's own block position, not the first substring match anywhere in the prompt.
+    The format text also quoted in a system prompt: the span points at the user turn's copy; the tool's reference
+    call (appended by the replay) gets no span even when its text occurs in the prompt."""
+    import json as _json
+
+    from mrtpo_openrlhf.rewards.contract import SPANS_KEY
+    from mrtpo_openrlhf.rewards.tool import reference_block
+    from mrtpo_openrlhf.rewards.tool import reward_func as tool_reward
+    from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK
+
+    funcs = [{"name": "add", "description": "Add.", "parameters": {"type": "dict", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "float"}}, "required": ["a", "b"]}}]
+    label = {"functions": funcs, "ground_truth": [{"add": {"a": [1], "b": [2.5]}}], "category": "simple_python"}
+    ref = reference_block(label)
+    prompt = (f"<|im_start|>system\nRules: {TOOL_FORMAT_BLOCK}\n{ref}<|im_end|>\n<|im_start|>user\nAdd 1 and 2.5\n"
+              f"{TOOL_FORMAT_BLOCK}<|im_end|>\n<|im_start|>assistant\n")
+    response = '<think>add</think><tool_call>{"name": "add", "arguments": {"a": 1, "b": 2.5}}</tool_call>'
+    logs = tool_reward([prompt + response], [prompt], [_json.dumps(label)])["extra_logs"]
+    fmt, ref_span = logs[SPANS_KEY]
+    assert prompt[fmt[0]:fmt[1]] == TOOL_FORMAT_BLOCK and fmt[0] > prompt.index("<|im_start|>user")
+    assert ref_span is None
+
+    from mrtpo_openrlhf.rewards.instruction import reward_func as if_reward
+
+    sentence = "In your entire response, refrain from the use of any commas."
+    label = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
+    prompt = f"<|im_start|>user\nWrite a poem. {sentence}<|im_end|>\n<|im_start|>assistant\n"
+    logs = if_reward([prompt + "roses are red"], [prompt], [label])["extra_logs"]
+    (span,) = logs[SPANS_KEY]
+    assert prompt[span[0]:span[1]] == sentence
+
+
+def test_batched_calls_keep_one_span_list_per_response():
+    from mrtpo_openrlhf.rewards.contract import SPANS_KEY
+    from mrtpo_openrlhf.rewards.instruction import reward_func as if_reward
+
+    sentence = "In your entire response, refrain from the use of any commas."
+    good = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
+    prompt = f"<|im_start|>user\nWrite. {sentence}<|im_end|>\n<|im_start|>assistant\n"
+    logs = if_reward([prompt + "a", prompt + "b"], [prompt, prompt], [good, "not json"])["extra_logs"]
+    first, second = logs[SPANS_KEY]
+    assert prompt[first[0][0]:first[0][1]] == sentence and second is None  # a failed label: no spans, not 0.0
