@@ -325,6 +325,11 @@ def write_report(root: Path, out: Path | None = None, probe_files: Sequence[Path
     md = [f"# Study: {study.get('name', root.name)}", ""]
     if study:
         md += ["Config: " + ", ".join(f"`{k}={v}`" for k, v in study.items() if k not in ("extra_args", "env")), ""]
+    planned = [(a, s) for s in study.get("seeds", []) for a in study.get("arms", [])]
+    missing = [f"{a} seed {s}" for a, s in planned if s not in done.get(a, [])]
+    if missing:
+        md += [f"**Partial study: {len(planned) - len(missing)} of {len(planned)} planned runs done.** Not yet run: "
+               f"{', '.join(missing)}. Verdicts below use only the runs found.", ""]
     md += ["Runs found: " + "; ".join(f"{a}: seeds {s}" for a, s in done.items()) + ".",
            f"Incomplete runs (fewer than {steps} steps logged): {', '.join(incomplete) or 'none'}.", ""]
     if extra_md:
