@@ -28,7 +28,9 @@ TASKS = {
     "instruction": (DATA_DIR / "instructions" / "train_mini.jsonl", REPO_ROOT / "reward_funcs" / "instruction.py", 96),
     "tool": (DATA_DIR / "tool" / "train_mini.jsonl", REPO_ROOT / "reward_funcs" / "tool.py", 96),
 }
-VLLM_KL_TOLERANCE = 5e-3  # |vllm_kl| at the last step when the weights reached vLLM (see docs/cpu.md)
+# Mean |vllm_kl| over the steps after the first when the weights reached vLLM (see docs/cpu.md). One step's value
+# is bf16 noise up to ~8e-3 even at step 1, before any update; a dropped sync grows with every step instead.
+VLLM_KL_TOLERANCE = 5e-3
 
 
 def mrtpo_cpu_args(task: str, estimator: str, model: Path, out: Path, steps: int, prompts_per_step: int,
@@ -64,8 +66,10 @@ def check_run(metrics_path: Path, estimator: str) -> list[str]:
             if key in row and not math.isfinite(row[key]):
                 problems.append(f"step {row['step']}: {key} is {row[key]}")
     last = rows[-1]
-    if "vllm_kl" in last and len(rows) > 1 and abs(last["vllm_kl"]) > VLLM_KL_TOLERANCE:
-        problems.append(f"vllm_kl {last['vllm_kl']:.3g} at step {last['step']}: weights did not reach vLLM")
+    updated = [abs(row["vllm_kl"]) for row in rows[1:] if math.isfinite(row.get("vllm_kl", math.nan))]
+    if updated and sum(updated) / len(updated) > VLLM_KL_TOLERANCE:
+        problems.append(f"mean |vllm_kl| {sum(updated) / len(updated):.3g} over steps 2-{last['step']}: "
+                        "weights did not reach vLLM")
     if estimator in ("mrtpo", "gdpo") and not any(k.startswith("reward/") for k in last):
         problems.append("per-reward metrics (reward/<name>/mean) are missing")
     return problems
