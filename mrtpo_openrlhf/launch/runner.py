@@ -33,9 +33,9 @@ from typing import Callable, Dict, List, Optional, Sequence, TextIO
 
 from ..cpu import SITE_DIR
 from ..cpu import dtype as cpu_dtype
+from ..paths import REPO_ROOT
 from .watchdog import STALL_SECONDS, RunWatchdog
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # Ray components that listen on fixed default ports; each gets a free one so that two runs (or another
 # user's Ray) on the same machine do not collide.
 _RAY_PORT_FLAGS = (
