@@ -19,6 +19,7 @@ import torch
 
 from mrtpo_openrlhf.core import chat_suffix_text, replay_relevance, request_from_text
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, write_jsonl
+from mrtpo_openrlhf.paths import display_path
 from mrtpo_openrlhf.rewards.contract import RewardVector, parse_extra_logs
 from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func
 
@@ -329,14 +330,14 @@ def run(model: str, data: str | None, out: str, responses: str | None = None, ta
     lm = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).eval()
     if responses is not None:
         samples = read_samples(tokenizer, Path(responses).expanduser(), limit)
-        source = str(responses)
+        source = display_path(responses)
     else:
         rows = load_rows(data_path, limit)
         samples = generate_samples(lm, tokenizer, rows, samples_per_prompt, max_new_tokens, temperature, seed)
-        source = str(data_path)
+        source = display_path(data_path)
     replay_temperature = temperature if temperature > 0 else 1.0
     records, views, summary = diagnose(lm, tokenizer, task, samples, replay_temperature, micro_batch_size)
-    run_info = {"model": model if model == "smollm2" else str(model_path), "task": task, "data": source,
+    run_info = {"model": model if model == "smollm2" else display_path(model_path), "task": task, "data": source,
                 "responses": len(samples), "pairs replayed": f'{summary["pairs_replayed"]}/{summary["pairs_total"]}',
                 "temperature": temperature, "seconds": round(time.time() - t0, 1)}
     return write_outputs(Path(out).expanduser(), records, views, summary, run_info)

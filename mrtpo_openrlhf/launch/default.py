@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .recipes import cpu_grpo_args
 from .runner import REPO_ROOT, dtype_choice, dtype_line, dtype_record, run_openrlhf_cpu
+from .watchdog import STALL_SECONDS, stop_advice
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 TASKS = {
@@ -91,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--data", type=Path, default=None, help="training JSONL (default: the bundled mini set)")
     ap.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<estimator>-<task>-cpu)")
-    ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--stall-timeout", type=float, default=STALL_SECONDS,
+                    help="stop the run after this many seconds without output, a new step or log growth")
+    ap.add_argument("--timeout", type=float, default=None, help="optional wall limit in seconds (default: none)")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
 
@@ -118,12 +121,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.samples_per_prompt} samples, model {model}, run folder {out}", flush=True)
     t0 = time.time()
     result = run_openrlhf_cpu("mrtpo_openrlhf.cli.train_ppo_ray", flags, out, num_cpus=8, num_gpus=2,
-                              timeout=args.timeout, dry_run=args.dry_run)
+                              timeout=args.timeout, dry_run=args.dry_run, stall_timeout=args.stall_timeout,
+                              total_steps=args.steps, label=f"[mrtpo] {args.estimator} {args.task}")
     if result is None:
         return 0
     if not result.ok:
-        print(f"[mrtpo] training failed (exit {result.returncode}{', timed out' if result.timed_out else ''}); "
-              f"log: {result.log_path}", file=sys.stderr)
+        why = f", {result.stopped}: {stop_advice(result.stopped)}" if result.stopped else ""
+        print(f"[mrtpo] training failed (exit {result.returncode}{why}); log: {result.log_path}", file=sys.stderr)
         return result.returncode or 1
     problems = check_run(result.metrics_path, args.estimator)
     curves = out / "curves.png"

@@ -5,6 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from mrtpo_openrlhf.launch.watchdog import STALL_SECONDS
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.study", description=__doc__)
@@ -27,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("config", type=Path, help="study config (TOML)")
     r.add_argument("--out", type=Path, help="study folder (default: runs/study/<name>)")
     r.add_argument("--arms", nargs="+", help="only these arms")
-    r.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it is stopped")
+    r.add_argument("--stall-timeout", type=float, default=STALL_SECONDS,
+                   help="stop a run after this many seconds without output, a new step or log growth")
+    r.add_argument("--timeout", type=float, default=None, help="optional wall limit per run, in seconds")
     r.add_argument("--dry-run", action="store_true", help="print each run's command, run nothing")
     r.add_argument("--results", type=Path, help="committed results folder: finished runs are copied there and "
                    "count as done (default: docs/results/<name>; 'none' to skip)")
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             results = args.results or REPO_ROOT / "docs" / "results" / cfg.name
             results = None if str(results) == "none" else results
             failed = run_study(cfg, args.out or REPO_ROOT / "runs" / "study" / cfg.name, args.dry_run, args.arms,
-                               args.timeout, results=results)
+                               args.timeout, results=results, stall_timeout=args.stall_timeout)
         except KeyboardInterrupt:
             print("[study] interrupted: the run in progress was stopped and will be rerun from scratch; "
                   "finished runs are kept. Run the same command to resume.", file=sys.stderr)
