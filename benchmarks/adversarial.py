@@ -43,7 +43,7 @@ def cpu_seconds() -> float:
 
 def run_case(case: corpus.Case, timeout: float) -> tuple[float, float, int, str]:
     """(wall seconds, CPU seconds, peak extra bytes, note) of one reward call in a forked child."""
-    from mrtpo_openrlhf.rewards.registry import get_reward_func
+    from mrtpo_openrlhf.tasks import get_reward_func
 
     func = get_reward_func(case.task)
     read_fd, write_fd = os.pipe()
@@ -85,7 +85,7 @@ def run_case(case: corpus.Case, timeout: float) -> tuple[float, float, int, str]
 
 def warm_up(workdir: Path) -> None:
     """Import every task and fill the caches a running server would have (gold results, NLTK, langdetect)."""
-    from mrtpo_openrlhf.rewards.registry import get_reward_func
+    from mrtpo_openrlhf.tasks import get_reward_func
 
     for case in corpus.sql_compare_cases(workdir)[:2] + [corpus.sql_cases(100)[0]]:
         get_reward_func("sql")([case.query], [case.prompt], [case.label])

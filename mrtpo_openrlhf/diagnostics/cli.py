@@ -5,6 +5,8 @@ import argparse
 import sys
 from typing import Sequence
 
+from mrtpo_openrlhf.tasks import TASKS
+
 from .runner import DiagnoseError, run
 
 
@@ -16,9 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", required=True, help="HF model folder, or 'smollm2' (the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--data", default=None,
-                   help="JSONL with prompt/label rows, or a task name (sql, instruction, tool) for its bundled mini "
+                   help=f"JSONL with prompt/label rows, or a task name ({', '.join(TASKS)}) for its bundled mini "
                         "set; optional with --responses")
-    p.add_argument("--task", default=None, choices=["sql", "instruction", "tool"],
+    p.add_argument("--task", default=None, choices=list(TASKS),
                    help="reward family (default: from --data's name or the label's shape)")
     p.add_argument("--out", required=True, help="output folder (index.html, relevance.jsonl, summary.json)")
     p.add_argument("--responses", default=None,

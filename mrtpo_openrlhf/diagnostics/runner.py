@@ -20,20 +20,14 @@ import torch
 from mrtpo_openrlhf.core import chat_suffix_text, replay_relevance, request_from_text
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, write_jsonl
 from mrtpo_openrlhf.paths import display_path
-from mrtpo_openrlhf.rewards.contract import RewardVector, parse_extra_logs
-from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func
+from mrtpo_openrlhf.rewards.contract import RewardVector, label_object, parse_extra_logs
+from mrtpo_openrlhf.tasks import TASKS, get_reward_func, get_task, task_of_label
 
 from .html import render_page
 from .spans import locate_spans, spans_to_token_mask, token_char_offsets
 from .stats import pair_stats, summarize
 
 BLOCK_SEPARATOR = "\n\n"  # the training default (--algo.mrtpo.block_separator)
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
-DEFAULT_DATA = {
-    "sql": DATA_DIR / "sql" / "train_mini.jsonl",
-    "instruction": DATA_DIR / "instructions" / "train_mini.jsonl",
-    "tool": DATA_DIR / "tool" / "train_mini.jsonl",
-}
 
 
 class DiagnoseError(ValueError):
@@ -71,34 +65,29 @@ def resolve_model(model: str) -> Path:
 
 
 def infer_task(label: Any) -> str:
-    """Task of a row from its label's shape: SQL has "gold", tool calling "functions", instructions
-    "instruction_id_list"/"constraints"."""
-    if isinstance(label, str):
-        try:
-            label = json.loads(label)
-        except json.JSONDecodeError:
-            label = None
-    if isinstance(label, dict):
-        if "gold" in label:
-            return "sql"
-        if "functions" in label or "ground_truth" in label:
-            return "tool"
-        if "instruction_id_list" in label or "constraints" in label:
-            return "instruction"
-    raise DiagnoseError("cannot tell the task from the label; pass --task sql|instruction|tool")
+    """Task of a row from its label's shape: the registered task whose ``label_keys`` the label has (SQL "gold",
+    tool calling "functions", instructions "instruction_id_list"/"constraints")."""
+    try:
+        matches = task_of_label(label_object(label))
+    except ValueError:
+        matches = []
+    if len(matches) == 1:
+        return matches[0]
+    found = f"the label fits {' and '.join(matches)}" if matches else "cannot tell the task from the label"
+    raise DiagnoseError(f"{found}; pass --task {'|'.join(TASKS)}")
 
 
 def resolve_data(data: str, task: str | None) -> tuple[Path, str]:
     """--data (a task name for its bundled mini set, or a JSONL path) -> (path, task)."""
     if task is not None and task not in TASKS:
         raise DiagnoseError(f"--task {task!r}: choose from {', '.join(sorted(TASKS))}")
-    if data in DEFAULT_DATA:
+    if data in TASKS:
         if task is not None and task != data:
             raise DiagnoseError(f"--data {data} is the bundled {data} set but --task is {task}")
-        return DEFAULT_DATA[data], data
+        return get_task(data).train_data_path(), data
     path = Path(data).expanduser()
     if not path.is_file():
-        raise DiagnoseError(f"--data {data!r}: no such file and not a task name ({', '.join(sorted(DEFAULT_DATA))})")
+        raise DiagnoseError(f"--data {data!r}: no such file and not a task name ({', '.join(sorted(TASKS))})")
     if task is None:
         rows = load_rows(path, limit=1, need=("prompt", "label"))
         task = infer_task(rows[0]["label"])
@@ -215,16 +204,11 @@ def score(task: str, prompt: str, response_text: str, label: Any) -> RewardVecto
     return vec
 
 
-def instruction_specs(label: Any, n_rewards: int) -> list[tuple[str, dict] | None]:
-    """(instruction id, kwargs) per reward index of an instruction label (None: MulDimIF or unreadable)."""
-    from mrtpo_openrlhf.rewards.instruction import parse_label
-
-    try:
-        ids, kwargs, _ = parse_label(label)
-    except ValueError:
-        return [None] * n_rewards
-    specs: list[tuple[str, dict] | None] = list(zip(ids, kwargs))
-    return (specs + [None] * n_rewards)[:n_rewards]
+def constraint_specs(task: str, label: Any, n_rewards: int) -> list[tuple[str, dict] | None]:
+    """(constraint id, kwargs) per reward index, for the ``target`` spans, from the task's ``constraint_specs``
+    (None everywhere for a task without one)."""
+    specs = get_task(task).function("constraint_specs")
+    return specs(label, n_rewards) if specs is not None else [None] * n_rewards
 
 
 # ------------------------------------------------------------------------------------------- pipeline
@@ -264,7 +248,7 @@ def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], t
     for i, (s, vec, text) in enumerate(zip(samples, vectors, texts)):
         full_text, offsets = token_char_offsets(tokenizer, s.response_ids)
         tokens = [tokenizer.decode([t], skip_special_tokens=False) for t in s.response_ids]
-        specs = instruction_specs(s.label, len(vec.items)) if task == "instruction" else [None] * len(vec.items)
+        specs = constraint_specs(task, s.label, len(vec.items))
         replayed = set(request_of[i].rewards) if i in request_of else set()
         rewards = []
         for k, item in enumerate(vec.items):

@@ -24,15 +24,15 @@ from typing import Any, Callable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl
 from mrtpo_openrlhf.rewards import instruction as instruction_reward
-from mrtpo_openrlhf.rewards import sql as sql_reward
-from mrtpo_openrlhf.rewards import tool as tool_reward
+from mrtpo_openrlhf.tasks import TASKS, get_task
 from mrtpo_openrlhf.verifiers.instructions import build_checker
 from mrtpo_openrlhf.verifiers.sql import read_schema_ddl
 from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES, load_bfcl
 
 PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"
-BENCHMARKS = ("spider", "bird", "ifeval", "ifbench", "muldimif", "bfcl")
-SQL_BENCHMARKS = ("spider", "bird")
+# Each task's registry entry names its benchmarks (``mrtpo_openrlhf.tasks``); their loaders are below.
+BENCHMARKS = tuple(name for task in TASKS.values() for name in task.benchmarks)
+SQL_BENCHMARKS = get_task("sql").benchmarks
 IF_BENCHMARKS = ("ifeval", "ifbench")
 
 
@@ -103,6 +103,7 @@ def _sql_examples(benchmark: str, data_dir: Path) -> list[EvalExample]:
     items = _load_json_list(data_dir / "dev.json", layout)
     db_root = _expect(data_dir / ("database" if spider else "dev_databases"), layout)
     gold_key = "query" if spider else "SQL"
+    build_prompt = get_task("sql").function("prompt_builder")  # the training prompt
     schemas: dict[str, str] = {}
     out = []
     for index, item in enumerate(items):
@@ -122,7 +123,7 @@ def _sql_examples(benchmark: str, data_dir: Path) -> list[EvalExample]:
         meta = {"db_id": db_id, "question": item["question"]}
         if difficulty is not None:
             meta["difficulty"] = str(difficulty)
-        out.append(EvalExample(ex_id, benchmark, sql_reward.build_prompt(schemas[db_id], item["question"], evidence),
+        out.append(EvalExample(ex_id, benchmark, build_prompt(schemas[db_id], item["question"], evidence),
                                target, meta))
     return out
 
@@ -193,6 +194,7 @@ def _muldimif_examples(data_dir: Path) -> list[EvalExample]:
 
 # ----------------------------------------------------------------------------------------------- BFCL
 def _bfcl_examples(data_dir: Path | None, categories: tuple[str, ...]) -> list[EvalExample]:
+    build_prompt = get_task("tool").function("prompt_builder")  # the training prompt
     out = []
     for category in categories:
         try:
@@ -202,7 +204,7 @@ def _bfcl_examples(data_dir: Path | None, categories: tuple[str, ...]) -> list[E
                                 "possible_answer/BFCL_v4_<category>.json (the bfcl-eval package data)") from None
         for item in items:
             target = {"category": category, "functions": item.functions, "ground_truth": item.ground_truth}
-            out.append(EvalExample(item.id, "bfcl", tool_reward.build_prompt(item.messages, item.functions), target,
+            out.append(EvalExample(item.id, "bfcl", build_prompt(item.messages, item.functions), target,
                                    {"category": category}))
     return out
 

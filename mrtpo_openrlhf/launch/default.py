@@ -17,18 +17,11 @@ import sys
 import time
 from pathlib import Path
 
+from ..tasks import TASKS, get_task
 from .recipes import cpu_grpo_args
 from .runner import REPO_ROOT, dtype_choice, dtype_line, dtype_record, run_openrlhf_cpu
 from .watchdog import STALL_SECONDS, stop_advice
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
-TASKS = {
-    # task: (bundled training rows, reward file, max new tokens)
-    # SQL: the prompts carry a worked example of the layout; SmolLM2-135M follows nothing less.
-    "sql": (DATA_DIR / "sql" / "train_mini_oneshot.jsonl", REPO_ROOT / "reward_funcs" / "sql.py", 96),
-    "instruction": (DATA_DIR / "instructions" / "train_mini.jsonl", REPO_ROOT / "reward_funcs" / "instruction.py", 96),
-    "tool": (DATA_DIR / "tool" / "train_mini.jsonl", REPO_ROOT / "reward_funcs" / "tool.py", 96),
-}
 # Mean |vllm_kl| over the steps after the first when the weights reached vLLM (see docs/cpu.md). One step's value
 # is bf16 noise up to ~8e-3 even at step 1, before any update; a dropped sync grows with every step instead.
 VLLM_KL_TOLERANCE = 5e-3
@@ -38,12 +31,14 @@ def mrtpo_cpu_args(task: str, estimator: str, model: Path, out: Path, steps: int
                    samples_per_prompt: int, max_new_tokens: int | None, beta: float, warmup_steps: int,
                    data: Path | None = None, lr: float = 2e-6, temperature: float = 0.7,
                    seed: int = 42) -> list[str]:
-    """Upstream flags known to run on CPU (``cpu_grpo_args``) plus the MRTPO flags."""
-    rows, reward_file, default_tokens = TASKS[task]
+    """Upstream flags known to run on CPU (``cpu_grpo_args``) plus the MRTPO flags; the task's data, reward file and
+    default max new tokens come from its registry entry (``mrtpo_openrlhf.tasks``)."""
+    spec = get_task(task)
     args = cpu_grpo_args(
-        model, data or rows, reward_file, out / "model",
+        model, data or spec.cpu_train_data_path(), spec.reward_path(), out / "model",
         num_prompts=steps * prompts_per_step, prompts_per_step=prompts_per_step,
-        samples_per_prompt=samples_per_prompt, max_new_tokens=max_new_tokens or default_tokens, max_len=640,
+        samples_per_prompt=samples_per_prompt, max_new_tokens=max_new_tokens or spec.cpu_max_new_tokens,
+        max_len=640,
         lr=lr, estimator=estimator, seed=seed,
     )
     # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.

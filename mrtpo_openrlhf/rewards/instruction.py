@@ -173,6 +173,23 @@ def score_instruction(query: str, prompt: str, label: Any) -> RewardVector:
 
 reward_func = make_reward_func(score_instruction, reward_names)
 
+
+def constraint_specs(label: Any, n_rewards: int) -> list[tuple[str, dict] | None]:
+    """(instruction id, kwargs) per reward index of a label (None: a MulDimIF triple, or an unreadable label)."""
+    try:
+        ids, kwargs, _ = parse_label(label)
+    except ValueError:
+        return [None] * n_rewards
+    specs: list[tuple[str, dict] | None] = list(zip(ids, kwargs))
+    return (specs + [None] * n_rewards)[:n_rewards]
+
+
+def example_responses(row: dict) -> list[str]:
+    """Two responses to a training row: a multi-sentence answer with a list, and a one-word one."""
+    text = ("Here is a careful answer. It has several sentences, a short list and a closing line.\n\n"
+            "* first point\n* second point\n\nIn summary, that is all. Is there anything else I can help with?")
+    return [text, "ok"]
+
 #: One call that loads what the checkers load lazily (the NLTK punkt model, langdetect's profiles: about a second
 #: once); the reward server makes it before serving, so no rollout's call pays for it.
 WARM_UP_CALL = (["It rains today, so WE STAY IN."], [""], [{

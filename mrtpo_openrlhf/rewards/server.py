@@ -31,7 +31,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func, warm_up
+from mrtpo_openrlhf.tasks import TASKS, get_reward_func, warm_up
 
 logger = logging.getLogger(__name__)
 

@@ -311,6 +311,13 @@ def score_sql(
 reward_func = make_reward_func(score_sql, lambda label: SQL_REWARD_NAMES)
 
 
+def example_responses(row: dict) -> list[str]:
+    """Two responses to a training row: the reference query in the required layout, and a query that fails."""
+    gold = label_object(row["label"]).get("gold", "SELECT 1")
+    return [f"<think>Select what the question asks.</think>\n```sql\n{gold}\n```",
+            "<think>guess</think>\n```sql\nSELECT no_such_column FROM no_such_table\n```"]
+
+
 # ----------------------------------------------------------------------------------------------- dataset rows
 
 

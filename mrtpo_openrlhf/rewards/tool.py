@@ -105,6 +105,14 @@ def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
 reward_func = make_reward_func(score_tool, lambda _label: TOOL_REWARD_NAMES)
 
 
+def example_responses(row: dict) -> list[str]:
+    """Two responses to a training row: the reference call in the required layout, and a call to no function."""
+    label = label_object(row["label"])
+    ref = render_calls(reference_calls(label.get("ground_truth", []), label.get("functions")))
+    return [f"<think>The request maps to the listed function.</think>\n{ref}",
+            '<think>guess</think>\n<tool_call>{"name": "nope", "arguments": {"x": 1}}</tool_call>']
+
+
 # ----------------------------------------------------------------------------- converter
 def build_prompt(messages: list[dict], functions: list[dict]) -> str:
     """Tokenizer-agnostic plain-text prompt: function docs, the request, then ``TOOL_FORMAT_BLOCK``."""

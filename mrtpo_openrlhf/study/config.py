@@ -28,6 +28,8 @@ from typing import Any
 
 import tomllib
 
+from mrtpo_openrlhf.tasks import TASKS
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -118,6 +120,8 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
         raise ConfigError(f"{where}: arms {bad_arms or '[]'}: choose from {sorted(ARMS)}")
     if len(set(cfg.arms)) != len(cfg.arms) or len(set(cfg.seeds)) != len(cfg.seeds) or not cfg.seeds:
         raise ConfigError(f"{where}: arms and seeds must be non-empty and without repeats")
+    if cfg.task not in TASKS:
+        raise ConfigError(f"{where}: task {cfg.task!r}: choose from {sorted(TASKS)}")
     if cfg.backend not in BACKENDS:
         raise ConfigError(f"{where}: backend {cfg.backend!r}: choose from {BACKENDS}")
     for key in ("steps", "prompts_per_step", "max_new_tokens"):

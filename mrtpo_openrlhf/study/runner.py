@@ -28,11 +28,11 @@ from typing import Callable
 
 from mrtpo_openrlhf.launch.runner import run_openrlhf_cpu, stop_processes
 from mrtpo_openrlhf.launch.watchdog import STALL_SECONDS, RunWatchdog, fmt_minutes, stop_advice
+from mrtpo_openrlhf.tasks import get_task
 
 from .config import ARMS, REPO_ROOT, StudyConfig
 
 RESULT = "result.json"
-GPU_SCRIPTS = {"sql": "train_mrtpo_sql.sh", "instruction": "train_mrtpo_if.sh", "tool": "train_mrtpo_tool.sh"}
 
 
 def run_dir(root: Path, arm: str, seed: int) -> Path:
@@ -67,7 +67,10 @@ def cpu_flags(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path) -> 
 def gpu_command(cfg: StudyConfig, arm: str, seed: int, out: Path) -> tuple[list[str], dict[str, str]]:
     """The paper-scale script and its environment for one run (MRTPO_GPU=1: never the CPU fallback)."""
     spec = ARMS[arm]
-    script = REPO_ROOT / "examples" / "scripts" / GPU_SCRIPTS[cfg.task]
+    script_name = get_task(cfg.task).gpu_script
+    if script_name is None:
+        raise ValueError(f"task {cfg.task!r} has no GPU script (gpu_script in mrtpo_openrlhf/tasks.py)")
+    script = REPO_ROOT / "examples" / "scripts" / script_name
     env = {"MRTPO_GPU": "1", "ESTIMATOR": spec.estimator, "PLACEMENT": spec.placement or "mrtpo",
            "MODEL": cfg.model, "DATA": str(cfg.data_path()), "OUT": str(out), "SEED": str(seed),
            "LR": str(cfg.lr), "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps),

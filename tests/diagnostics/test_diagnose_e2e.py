@@ -6,7 +6,8 @@ import pytest
 
 from mrtpo_openrlhf.data.jsonl import read_jsonl, write_jsonl
 from mrtpo_openrlhf.diagnostics.cli import main
-from mrtpo_openrlhf.diagnostics.runner import DEFAULT_DATA
+
+DATA = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data"
 
 SQL_GOOD = "<think>\nCount the rows of books.\n</think>\n```sql\nSELECT count(*) FROM books\n```"
 SQL_BAD = "I think the answer is\n```sql\nSELECT nme, title FROM books WHERE\n```"
@@ -14,7 +15,7 @@ END = "Is there anything else I can help with?"
 
 
 def test_sql_responses_write_all_files(tmp_path, tiny_model_dir):
-    row = read_jsonl(DEFAULT_DATA["sql"])[0]  # "How many books are there?"
+    row = read_jsonl(DATA / "sql" / "train_mini.jsonl")[0]  # "How many books are there?"
     responses = tmp_path / "responses.jsonl"
     write_jsonl(
         responses, [{"prompt": row["prompt"], "response": r, "label": row["label"]} for r in (SQL_GOOD, SQL_BAD)]
@@ -108,7 +109,7 @@ def test_empty_response_and_given_ids(tmp_path, tiny_model_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
-    row = read_jsonl(DEFAULT_DATA["tool"])[0]
+    row = read_jsonl(DATA / "tool" / "train_mini.jsonl")[0]
     ids = tok("<think>ok</think><tool_call>[]</tool_call>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     responses = tmp_path / "r.jsonl"
     write_jsonl(responses, [

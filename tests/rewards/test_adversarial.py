@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # pytest runs with --import-mode=importlib
 import adversarial_corpus as corpus  # noqa: E402
 
-from mrtpo_openrlhf.rewards.registry import get_reward_func  # noqa: E402
+from mrtpo_openrlhf.tasks import get_reward_func  # noqa: E402
 from mrtpo_openrlhf.verifiers.response import MAX_RESPONSE_CHARS  # noqa: E402
 
 SIZE = MAX_RESPONSE_CHARS - 200
