@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_ROOT = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_ROOT.parent
+DATA_DIR = PACKAGE_ROOT / "data"  # bundled data sets, fixtures and word lists
 
 
 def display_path(path: str | os.PathLike) -> str:

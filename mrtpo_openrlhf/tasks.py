@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_ROOT.parent
-DATA_DIR = PACKAGE_ROOT / "data"
+from .paths import DATA_DIR, PACKAGE_ROOT, REPO_ROOT  # noqa: F401 - re-exported for task modules
 
 # Layout tags the format verifiers check, as regular expressions (the diagnostics' ``tags`` spans).
 THINK_TAGS = r"</?think>"

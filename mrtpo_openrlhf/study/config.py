@@ -28,9 +28,8 @@ from typing import Any
 
 import tomllib
 
+from mrtpo_openrlhf.paths import REPO_ROOT
 from mrtpo_openrlhf.tasks import TASKS
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
