@@ -63,7 +63,9 @@ def _keyword_regex(keyword: str) -> re.Pattern:
 # The "each <element>" rules look at the response's first shape: JSON (text opens with { or [), a markdown table
 # (any line opening with |...|), a numbered list or a bullet list (the text opens with one), else plain text.
 _OPENS_JSON = re.compile(r"^\s*[{\[]")
-_TABLE_LINE = re.compile(r"^\s*\|.+\|", re.M)
+# Line-start patterns below use ``^[^\S\n]*`` where the official ones have ``^\s*`` (re.M): the same matches exist
+# (a path through blank lines also starts at the last of them), but a newline flood is scanned once, not N^2/2 times.
+_TABLE_LINE = re.compile(r"^[^\S\n]*\|.+\|", re.M)
 _NUMBERED = re.compile(r"^\s*\d+\.\s+")
 _BULLET = re.compile(r"^\s*[-*] ")
 
@@ -195,7 +197,7 @@ def _keyword_elements(text: str, target: str) -> list[str] | None:
     if shape == "json":
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return []
         if isinstance(data, dict):
             return [str(v) for v in data.values()]
@@ -406,11 +408,11 @@ def format_json(rule: str, text: str) -> bool:
     fenced = re.search(r"```json(.*?)```", text, re.S)
     try:
         value = json.loads(fenced.group(1).strip() if fenced else text)
-    except json.JSONDecodeError:
+        depth = _json_depth(value)
+    except (json.JSONDecodeError, RecursionError):  # nesting past Python's recursion limit: the official code raises
         return False
     if value is None:
         return False
-    depth = _json_depth(value)
     if exact is not None:
         return depth == exact
     if hi is None and lo is None:
@@ -603,9 +605,9 @@ _FORMAT_OTHERS: list[tuple[str, Callable[..., bool], tuple]] = [
      lambda t, phrase: bool(re.search(r"\b" + re.escape(str(phrase)) + r"\b", t, re.I)), ()),
     (r"Must be in APA format", lambda t: bool(re.search(r"\(\s*\w+,\s*\d{4}\s*\)", t)), ()),
     (r"must be provided in APA format", lambda t: bool(re.search(r"\(\s*\w+,\s*\d{4}\s*\)", t)), ()),
-    (r"No bullet points", lambda t: not re.search(r"^\s*[-*]", t, re.M), ()),
-    (r"Must be listed as bullet points", lambda t: bool(re.search(r"^\s*[-*]", t, re.M)), ()),
-    (r"is structured as bullet points", lambda t: bool(re.search(r"^\s*[-*]", t, re.M)), ()),
+    (r"No bullet points", lambda t: not re.search(r"^[^\S\n]*[-*]", t, re.M), ()),
+    (r"Must be listed as bullet points", lambda t: bool(re.search(r"^[^\S\n]*[-*]", t, re.M)), ()),
+    (r"is structured as bullet points", lambda t: bool(re.search(r"^[^\S\n]*[-*]", t, re.M)), ()),
     (r"block quotes format", lambda t: bool(re.search(r"^>", t, re.M)) or "<blockquote>" in t.lower(), ()),
     (r"be formatted in block quotes", lambda t: bool(re.search(r"^>", t, re.M)) or "<blockquote>" in t.lower(), ()),
     (rf"no more than {_FO_N} rows", _markdown_table_rows_at_most, ()),
@@ -615,8 +617,8 @@ _FORMAT_OTHERS: list[tuple[str, Callable[..., bool], tuple]] = [
     (r"short blurb", lambda t: len(t) <= 200, ()),
     (rf"The answer must include at least {_FO_N} references?",
      lambda t, n: len(re.findall(r"(\[\d+\]|\([A-Za-z]+, \d{4}\))", t)) >= int(n), ()),
-    (r"No lists", lambda t: not re.search(r"^\s*(\d+\.)\s", t, re.M), ()),
-    (r"No number points", lambda t: not re.search(r"^\s*\d+\.", t, re.M), ()),
+    (r"No lists", lambda t: not re.search(r"^[^\S\n]*(\d+\.)\s", t, re.M), ()),
+    (r"No number points", lambda t: not re.search(r"^[^\S\n]*\d+\.", t, re.M), ()),
     (r"Response must be written at medium length", lambda t: 200 < len(t) <= 400, ()),
 ]
 
@@ -994,14 +996,15 @@ _SENTENCE_RULES = [
 
 
 def length_sentences(rule: str, text: str) -> bool:
-    """Length_Sentences: sentences = non-blank runs ending in ``.``, ``!`` or ``?`` (text after the last one is not
-    counted). A rule with no count passes (the official check never rejects an unparsed rule)."""
+    """Length_Sentences: one sentence per ``.``, ``!`` or ``?`` character (the official count, non-blank
+    ``[^.!?]*[.!?]`` matches, is exactly that: "Wait..." is three; text after the last one is not counted). A rule
+    with no count passes (the official check never rejects an unparsed rule)."""
     low = rule.lower().strip()
     for pattern, kind in _SENTENCE_RULES:
         m = re.search(pattern, low)
         if m:
             lo, hi = _bounds(kind, m.groups(), lambda w: int(w) if w.isdigit() else _SENTENCE_WORDS.get(w.lower(), 0))
-            return _within(sum(1 for s in re.findall(r"[^.!?]*[.!?]", text) if s.strip()), lo, hi)
+            return _within(sum(text.count(c) for c in ".!?"), lo, hi)
     return True
 
 
