@@ -331,15 +331,22 @@ def targeted_muldimif(rule: str) -> list[str]:
     out += ["Hello there.", "Hello there!", "Hello there?", "Hello there;", "Hello there", "ALL CAPS ANSWER HERE.",
             "Every Word Capitalized Here.", "all lower case here.", "> quoted line\n> another", "**bold** text",
             "Sources: [1] Smith (Smith, 2020)", "First line.\nSecond line!\nThird?",
-            "\u4eca\u5929\u5929\u6c14\u5f88\u597d\u3002"]
+            "\u4eca\u5929\u5929\u6c14\u5f88\u597d\u3002", "\u4eca\u5929\u5929\u6c23\u5f88\u597d\u3002",
+            "\u4eca\u5929 weather \u5f88\u597d", "\u6c88\u6797 \u4f60\u597d"]
     return [t for t in out if t.strip()]  # a blank response fails every constraint here (docs/eval.md): not compared
 
 
 def muldimif_parity(src: Path, limit: int | None) -> tuple[int, int, dict[str, list[int]], list[str]]:
     """MulDimIF's ``Code/evaluation`` (``evaluation.check``: ``class_mapping[cat_sub].check(rule, response)``) on its
-    ``Data/test.json`` constraints, against the harness's rule-text checker. ``zhconv`` (traditional/simplified
-    Chinese) is not installed: Language_Chinese constraints are not compared."""
-    sys.modules.setdefault("zhconv", types.SimpleNamespace(convert=lambda text, locale: text))
+    ``Data/test.json`` constraints, against the harness's checker, with the shared shapes, edits of the prompt and
+    ``targeted_muldimif`` responses. Language_Chinese is compared only when ``zhconv`` (its tables) is importable;
+    a decision where the official script raises is listed, not compared."""
+    try:
+        import zhconv  # noqa: F401 - both sides use the same tables when it is installed
+        chinese = True
+    except ImportError:
+        sys.modules["zhconv"] = types.SimpleNamespace(convert=lambda text, locale: text)
+        chinese = False
     from mrtpo_openrlhf.verifiers.instructions import ensure_punkt
 
     ensure_punkt()  # Content_Punctuation calls nltk.sent_tokenize on both sides
@@ -364,7 +371,7 @@ def muldimif_parity(src: Path, limit: int | None) -> tuple[int, int, dict[str, l
             for text in shared + targeted_muldimif(constraint[-1]):
                 key = f"{constraint[0]}_{constraint[1]}"
                 counts = per.setdefault(key, [0, 0])
-                if key.startswith("Language_Chinese"):
+                if key.startswith("Language_Chinese") and not chinese:
                     continue
                 try:
                     theirs = bool(official.get_instance(key).check(constraint[-1], text))

@@ -110,15 +110,31 @@ def test_rule_text_reaches_the_script_unstripped():
     assert not check_strict(MulDimIFConstraint("Content", "Identifiers", "Keep it a paragraph long "), "one line")
 
 
-def test_conversion_rules_need_zhconv():
+# Language_Chinese.py with zhconv 1.4.3: "some" = one character that converts; "only" = no Latin letter and nothing
+# converts
+CHINESE = [
+    ("Use Simplified Chinese characters", "今天天气很好", True),
+    ("Use Simplified Chinese characters", "今天天氣很好", False),
+    ("Must use Traditional Chinese characters", "今天天氣很好", True),
+    ("Must use Traditional Chinese characters", "今天天氣 good", False),
+    ("Must use Traditional Chinese characters", "今天天气很好", False),
+    ("Must translate the text into Simplified Chinese", "今天天气很好", True),
+    ("Must translate the text into Simplified Chinese", "今天天气 ok", False),
+    ("The answer must include some Traditional Chinese characters", "今天天气很好", False),
+    ("The answer must include some Traditional Chinese characters", "今天天氣很好", True),
+]
+
+
+@pytest.mark.parametrize("rule,response,expected", CHINESE)
+def test_chinese_script_rules(rule, response, expected):
+    chk = MulDimIFConstraint("Language", "Chinese", rule)
     try:
         import zhconv  # noqa: F401
-    except ImportError:
-        chk = MulDimIFConstraint("Language", "Chinese", "Use Simplified Chinese characters")
+    except ImportError:  # without its tables the rule is reported unsupported, never guessed
         with pytest.raises(UnsupportedInstruction, match="zhconv"):
-            chk.check("你好")
+            chk.check(response)
     else:
-        pytest.skip("zhconv installed: the conversion rules run")
+        assert check_strict(chk, response) is expected
 
 
 def test_blank_response_fails_although_the_official_script_may_pass_it():

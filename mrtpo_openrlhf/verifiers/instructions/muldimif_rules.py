@@ -822,7 +822,8 @@ def _has_simplified(text: str) -> bool:
 
 def _only(locale: str) -> Callable[[str], bool]:
     def check(text: str) -> bool:
-        return not re.search(r"[A-Za-z]", text) and _zhconv()(text, locale) == text
+        convert = _zhconv()  # first: without the tables the rule is unsupported whatever the text
+        return not re.search(r"[A-Za-z]", text) and convert(text, locale) == text
     return check
 
 
