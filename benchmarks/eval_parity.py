@@ -1,7 +1,8 @@
 """Agreement of the harness's verdicts with the benchmark owners' own scorers, run here on inputs made here.
 
-    python benchmarks/eval_parity.py [--only ifbench,ifeval,bfcl,spider] [--bfcl-limit N]
+    python benchmarks/eval_parity.py [--only ifbench,ifeval,bfcl,spider,muldimif] [--bfcl-limit N]
         [--ifbench-src /tmp/ifbench_main] [--ifeval-data /tmp/ifeval_data] [--spider-src /tmp/test-suite-sql-eval]
+        [--muldimif-src /tmp/muldimif_eval] [--muldimif-limit N]
 
 The official code is NOT part of this repository: point each ``--*-src`` at a read-only copy outside it
 (docs/eval.md says which commit was used and how it was copied). A benchmark whose source is missing is skipped.
@@ -18,6 +19,9 @@ The official code is NOT part of this repository: point each ``--*-src`` at a re
    BFCL's prompt-mode decoder ``default_decode_ast_prompting`` against ``predictions.parse_python_calls``.
 4. Spider: test-suite ``exec_eval.eval_exec_match`` on the SQL cases of tests/eval/test_sql_eval.py, with and
    without ``keep_distinct``.
+5. MulDimIF: its ``Code/evaluation`` scripts (``class_mapping[f"{category}_{subcategory}"].check``) on every
+   constraint of ``Data/test.json`` with shared shapes, prompt edits and ``targeted_muldimif`` boundary responses;
+   Language_Chinese only when ``zhconv`` is importable.
 Prints the agreement per benchmark and every disagreement (first 40).
 """
 from __future__ import annotations

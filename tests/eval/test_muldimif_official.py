@@ -137,6 +137,15 @@ def test_chinese_script_rules(rule, response, expected):
         assert check_strict(chk, response) is expected
 
 
+@pytest.mark.parametrize("category,subcategory,rule", [
+    ("Length", "Words", "Each word must be at most three characters long"),  # Length_Words.py: int("three")
+    ("Format", "Markdown", "Include at least some block quotes"),  # Format_Markdown.py: no "N block quotes"
+])
+def test_rules_on_which_the_official_script_raises_fail(category, subcategory, rule):
+    # the official evaluation stops with an exception on these; the harness decides False (docs/eval.md)
+    assert not check_strict(MulDimIFConstraint(category, subcategory, rule), "ab cd\n> quoted")
+
+
 def test_blank_response_fails_although_the_official_script_may_pass_it():
     # Content_Punctuation.py passes "" for a negative rule; the harness's strict rule fails a blank response
     chk = MulDimIFConstraint("Content", "Punctuation", "Names must not end with punctuation marks")

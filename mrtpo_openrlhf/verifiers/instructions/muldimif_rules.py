@@ -87,7 +87,7 @@ def _bullet_items(text: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------- Content_Keywords
-_KW_COUNT_WORDS = {**{k: v for k, v in _SMALL.items()}, "once": 1, "twice": 2}
+_KW_COUNT_WORDS = {**_SMALL, "once": 1, "twice": 2}
 
 
 def _keyword_rule(rule: str) -> dict:
