@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from mrtpo_openrlhf.data.jsonl import DatasetError
+from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl_numbered
 from mrtpo_openrlhf.verifiers.tool import ParsedCalls, ToolCall
 
 from .data import BENCHMARKS, IF_BENCHMARKS, SQL_BENCHMARKS, EvalExample
@@ -270,17 +270,9 @@ def _read_bird_json(path: str, data: dict, col: _Collector) -> None:
         col.add("bird", key, [Prediction("", sql)], None, f"{path}: question {key}")
 
 
-def _read_jsonl(path: str, text: str, bench_of_file: str | None, requested: Sequence[str], col: _Collector) -> None:
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}: row {lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: invalid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected a JSON object")
+def _read_jsonl(path: str, bench_of_file: str | None, requested: Sequence[str], col: _Collector) -> None:
+    for lineno, row in iter_jsonl_numbered(path):  # bad JSON / non-object rows: DatasetError naming path:line
+        where = f"{path}:{lineno}"
         bench = row.get("benchmark") or bench_of_file or (requested[0] if len(requested) == 1 else None)
         if bench is None:
             raise DatasetError(f"{where}: no 'benchmark' field, and several benchmarks were requested "
@@ -329,7 +321,7 @@ def read_predictions(specs: Sequence[str], examples: Mapping[str, Sequence[EvalE
                     "Spider's official format", path)
             _read_spider_lines(path, text, col)
         else:
-            _read_jsonl(path, text, bench_of_file, requested, col)
+            _read_jsonl(path, bench_of_file, requested, col)
     col.check_unknown()
     return col.out
 

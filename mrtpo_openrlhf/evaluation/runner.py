@@ -134,7 +134,7 @@ def _details(bench: str, summary: dict[str, Any]) -> list[str]:
     scalars = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     scalars.update({k: v for k, v in summary.items() if v is None})
     lines.append(", ".join(f"{k} = {_fmt(v) if isinstance(v, float) or v is None else v}" for k, v in scalars.items()))
-    for key in ("by_difficulty", "by_category"):
+    for key in ("by_difficulty", "by_category", "by_subcategory"):
         groups = summary.get(key) or {}
         if groups:
             lines += [f"\n| {key[3:]} | accuracy | count |", "|---|---:|---:|"]

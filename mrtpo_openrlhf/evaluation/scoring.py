@@ -15,7 +15,8 @@ Official rules reproduced here (the comparisons themselves live in ``mrtpo_openr
   (30 s by default), past it the example is wrong.
 - IFEval / IFBench (``evaluation_lib``): strict = ``response.strip() and check_following(response)``; loose tries the
   8 variants; prompt-level = all instructions followed, instruction-level = mean over instructions.
-- MulDimIF: a prompt passes iff all its constraints pass (strict rule of the shared checker).
+- MulDimIF: a prompt passes iff all its constraints pass; each constraint is decided as MulDimIF's own scripts decide
+  it (``verifiers/instructions/muldimif_rules``), except that a blank response fails (strict rule of the checkers).
 - BFCL: AST checker per category; aggregates as BFCL's leaderboard (see ``summarize_bfcl``).
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mrtpo_openrlhf.verifiers.instructions import (
     build_checker,
     check_loose,
     check_strict,
+    muldimif_rules,
 )
 from mrtpo_openrlhf.verifiers.response import END_OF_TURN_MARKERS as _END_MARKERS
 from mrtpo_openrlhf.verifiers.sql import (
@@ -330,18 +332,39 @@ def summarize_instructions(records: list[dict]) -> dict[str, Any]:
             "by_group": {k: _wpct(v) for k, v in sorted(per_group.items())}}
 
 
+def _muldimif_levels(triple) -> tuple[str, str]:
+    """(first, second) level a constraint is reported under: MulDimIF's own mapping for the pairs it knows (e.g.
+    ``Table_Row limit`` -> Format/Table, ``Content_Length`` -> Length/Words), else the triple's own names."""
+    return muldimif_rules.reported_category(triple[0].strip(), triple[1].strip()) or (triple[0].strip(),
+                                                                                       triple[1].strip())
+
+
 def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
-    """All-constraints (prompt) accuracy, constraint-level accuracy, and the average per category; unsupported
-    rules as in ``summarize_instructions`` (counted as failed, and ``without_unsupported``)."""
-    flat = [(c[0], _w(r), ok) for r in records for c, ok in zip(r["constraints"], r["constraint_results"])]
+    """MulDimIF's numbers: all-constraints (prompt) accuracy (its "Overall"); constraint-level accuracy;
+    ``by_category`` as its ``constraint_category_list``: an item counts once per first-level category it has, and
+    passes there iff all of its constraints of that category pass; ``by_subcategory`` as its
+    ``constraint_category_second_list``: constraint-level per ``First_Second``. Unsupported rules as in
+    ``summarize_instructions`` (counted as failed, and ``without_unsupported``)."""
     per_category: dict[str, list[tuple[float, bool]]] = defaultdict(list)
-    for category, w, ok in flat:
-        per_category[category].append((w, ok))
-    return {"n": _n_examples(records), "n_constraints": round(sum(w for _, w, _ in flat)),
+    per_second: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    flat = []
+    for r in records:
+        verdicts: dict[str, list[bool]] = defaultdict(list)
+        for triple, ok in zip(r["constraints"], r["constraint_results"]):
+            first, second = _muldimif_levels(triple)
+            verdicts[first].append(ok)
+            per_second[f"{first}_{second}"].append((_w(r), ok))
+            flat.append((_w(r), ok))
+        for first, oks in verdicts.items():
+            per_category[first].append((_w(r), all(oks)))
+
+    def table(groups: dict[str, list[tuple[float, bool]]]) -> dict[str, dict[str, Any]]:
+        return {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))} for k, v in sorted(groups.items())}
+
+    return {"n": _n_examples(records), "n_constraints": round(sum(w for w, _ in flat)),
             "all_constraints": _wpct((_w(r), r["verdict"]) for r in records),
-            "constraint_level": _wpct((w, ok) for _, w, ok in flat),
-            "by_category": {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))}
-                            for k, v in sorted(per_category.items())},
+            "constraint_level": _wpct(flat),
+            "by_category": table(per_category), "by_subcategory": table(per_second),
             "n_unsupported": _n_unsupported(records),
             "without_unsupported": _muldimif_without_unsupported(records)}
 

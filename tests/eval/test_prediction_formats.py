@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from mrtpo_openrlhf.data.jsonl import read_jsonl
 from mrtpo_openrlhf.evaluation.predictions import parse_openai_tool_calls, parse_python_calls
 
 BIRD_SQL = {  # bundled BIRD mini: question_id -> (prediction, verdict checked by hand)
@@ -170,3 +171,31 @@ def test_jsonl_with_a_byte_order_mark(tmp_path, run_cli, kit):
     path.write_text("\ufeff" + json.dumps({"id": "0", "sql": BIRD_SQL["0"][0]}) + "\n", encoding="utf-8")
     code, out = run_cli("--benchmark", "bird", "--predictions", path)
     assert code == 0 and kit.read_records(out, "bird")["0"]["verdict"] is True
+
+
+def test_jsonl_errors_name_the_file_and_line(tmp_path, run_cli, capsys):
+    path = tmp_path / "p.jsonl"
+    good = json.dumps({"id": "0", "sql": BIRD_SQL["0"][0]})
+    path.write_text(good + "\n\n" + '{"id": "1", "sql": \n', encoding="utf-8")
+    code, _ = run_cli("--benchmark", "bird", "--predictions", path)
+    err = capsys.readouterr().err
+    assert code == 2 and f"{path}:3: invalid JSON" in err
+    path.write_text(good + "\n" + json.dumps(["not", "an", "object"]) + "\n", encoding="utf-8")
+    code, _ = run_cli("--benchmark", "bird", "--predictions", path)
+    err = capsys.readouterr().err
+    assert code == 2 and f"{path}:2: expected a JSON object" in err
+    path.write_text(good + "\n" + json.dumps({"id": "1", "sql": "SELECT 1"}) + "\n", encoding="utf-8")
+    code, _ = run_cli("--benchmark", "bird", "--benchmark", "spider", "--predictions", path)
+    err = capsys.readouterr().err
+    assert code == 2 and f"{path}:1: no 'benchmark' field" in err
+
+
+def test_jsonl_row_with_a_line_separator_inside_a_string(tmp_path, run_cli, kit):
+    # U+2028 is legal inside a JSON string; a reader splitting with str.splitlines() cut this row in two
+    path = tmp_path / "p.jsonl"
+    row = {"id": "m1", "response": "The ocean stretches blue\u2028and endless under the sky."}
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    code, out = run_cli("--benchmark", "muldimif", "--predictions", path)
+    assert code == 0
+    records = {r["id"]: r for r in read_jsonl(out / "muldimif.records.jsonl")}  # the response keeps its U+2028
+    assert records["m1"]["constraint_results"] == [True, True]

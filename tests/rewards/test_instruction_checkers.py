@@ -287,15 +287,18 @@ def test_thread_safety_same_results():
     assert not errors and all(r == expected for r in results)
 
 
+# Pairs MulDimIF's own scorer knows (Length_Words, Format_Table, Content_Keywords, ...) follow its scripts
+# (tests/eval/test_muldimif_official.py); "Format/Markup", "Language/Script" and the Content pairs below are not in its
+# table, so the documented fallback parser decides them.
 @pytest.mark.parametrize("triple,good,bad", [
     (["Length", "Words", "The response should contain at most 5 words."], "one two three", "a b c d e f"),
     (["Length", "Sentences", "Write between 2 and 3 sentences."], "Cats run. Dogs sit.", "Cats run."),
     (["Length", "Paragraphs", "Use exactly two paragraphs."], "a\n\nb", "a"),
     (["Format", "JSON", "Output must be valid JSON."], '```json\n{"a": 1}\n```', "{a: 1}"),
-    (["Format", "XML", "Wrap the answer in XML tags."], "<a><b>x</b></a>", "<a><b>x</a>"),
+    (["Format", "Markup", "Wrap the answer in XML tags."], "<a><b>x</b></a>", "<a><b>x</a>"),
     (["Format", "Table", "Present the data as a markdown table."], "| a | b |\n|---|---|\n| 1 | 2 |", "a b"),
     (["Language", "Case", "Respond in all capital letters."], "HELLO THERE", "Hello"),
-    (["Language", "Chinese", "The response must be written in Chinese."], "今天天气很好，我们一起去公园散步吧。",
+    (["Language", "Script", "The response must be written in Chinese."], "今天天气很好，我们一起去公园散步吧。",
      "The weather is nice today, let us walk in the park."),
     (["Content", "Keywords", 'The response must include the keyword "river".'], "A River flows.", "A lake."),
     (["Content", "Forbidden", 'Do not use the word "very".'], "quite good", "very good"),

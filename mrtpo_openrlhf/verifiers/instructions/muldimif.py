@@ -1,7 +1,11 @@
-"""MulDimIF-style constraints ``[category, subcategory, rule text]``: a documented rule-text parser.
+"""MulDimIF constraints ``[category, subcategory, rule text]``.
 
-MulDimIF's own checkers are not available offline, so the rule text is parsed with the patterns below
-(case-insensitive). Anything else raises UnsupportedInstruction with the reason, never a silent 0.
+A pair MulDimIF's own evaluation knows (``f"{category}_{subcategory}"`` in its dispatch table, e.g.
+``Content_Keywords``, ``Length_Words``, ``Table_Row limit``) is decided as MulDimIF decides it: by the rule-text
+semantics of its twelve scripts, re-implemented in ``muldimif_rules`` (docs/eval.md, "MulDimIF", gives the
+measured agreement). Any other pair (other data sets written in the same triple shape) falls back to the
+documented rule-text parser below (case-insensitive); a rule it cannot read raises UnsupportedInstruction with
+the reason, never a silent 0.
 
 Length (any category; the unit decides):
     "at most | no more than | not exceed | up to | maximum of N <unit>"     -> count <= N
@@ -34,6 +38,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Callable, Sequence
 
+from . import muldimif_rules
 from .base import Checker, UnsupportedInstruction
 from .text import detect_language, split_into_sentences
 
@@ -208,7 +213,16 @@ class MulDimIFConstraint(Checker):
                 raise ValueError(f"MulDimIF constraint {field} must be a string, got {type(value).__name__}")
         self.category, self.subcategory, self.rule = category.strip(), subcategory.strip(), rule.strip()
         self.instruction_id = f"muldimif:{self.category}/{self.subcategory}".lower()
-        self._check = self._parse()
+        official = muldimif_rules.script_for(self.category, self.subcategory)
+        if official is not None:  # MulDimIF's scripts see the rule text as the data spells it, unstripped
+            self._check: Callable[[str], bool] | None = lambda response: official(rule, response)
+        else:
+            self._check = self._parse()
+
+    @property
+    def reported_category(self) -> tuple[str, str] | None:
+        """(first, second) level MulDimIF reports this constraint under, or None for a pair it does not know."""
+        return muldimif_rules.reported_category(self.category, self.subcategory)
 
     def _parse(self) -> Callable[[str], bool] | None:
         cat = self.category.lower()
