@@ -1,17 +1,17 @@
 """The experience maker: per-reward GDPO advantages, replay on the actor group, token advantages.
 
-Replaces upstream's ``compute_advantages_and_returns`` for ``--algo.advantage.estimator gdpo|mrtpo``
-(other estimators run upstream's code unchanged). Per step:
+Replaces upstream's ``compute_advantages_and_returns`` for the estimators registered in
+``core.ADVANTAGE_ESTIMATORS`` (``gdpo``, ``mrtpo``; other estimators run upstream's code unchanged). Per step:
 
 1. length penalties (upstream's ``apply_length_penalties``) act on the scalar reward; their change p
    (reward units) is kept aside: it is not a verifier reward and is not normalized;
-2. the (N, K) reward matrix is group-normalized per reward (``core.group_normalize``), a NaN/Inf value
-   counting as absent;
-3. ``mrtpo``: every (response, reward) pair with a non-zero advantage and a non-empty block is
-   replayed on the actor group, the same number of forwards on every rank;
-4. ``core.token_advantages`` places each reward's advantage, ``core.rescale_token_advantages``
-   applies GDPO's batch step (batch statistics over the whole rollout batch); then p is added to
-   every token of its response, at its own size, and ``--reward.clip_range`` clamps the response level;
+2. ``core.response_advantages`` on the whole (N, K) reward matrix: per-reward group advantages A (a NaN/Inf
+   value counting as absent), SAW weights, GDPO's response level;
+3. when the step's placement reads relevance (``mrtpo``, beta > 0, not ``uniform``): every (response, reward)
+   pair with a non-zero advantage and a non-empty block is replayed on the actor group, the same number of
+   forwards on every rank;
+4. each micro-batch's rows and q go to the registered estimator, which returns the (B, A) token advantages
+   (placement, GDPO's batch step over the whole rollout batch, p added at its own size, ``--reward.clip_range``);
 5. KL in the reward (no ``--algo.kl.use_loss``): the per-token ``-kl_coef * kl`` penalty is added
    as its reward-to-go, exactly as upstream's group estimators do. It is not a verifier reward and
    is not re-placed.
