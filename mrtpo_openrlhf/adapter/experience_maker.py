@@ -1,17 +1,17 @@
 """The experience maker: per-reward GDPO advantages, replay on the actor group, token advantages.
 
-Replaces upstream's ``compute_advantages_and_returns`` for ``--algo.advantage.estimator gdpo|mrtpo``
-(other estimators run upstream's code unchanged). Per step:
+Replaces upstream's ``compute_advantages_and_returns`` for the estimators registered in
+``core.ADVANTAGE_ESTIMATORS`` (``gdpo``, ``mrtpo``; other estimators run upstream's code unchanged). Per step:
 
 1. length penalties (upstream's ``apply_length_penalties``) act on the scalar reward; their change p
    (reward units) is kept aside: it is not a verifier reward and is not normalized;
-2. the (N, K) reward matrix is group-normalized per reward (``core.group_normalize``), a NaN/Inf value
-   counting as absent;
-3. ``mrtpo``: every (response, reward) pair with a non-zero advantage and a non-empty block is
-   replayed on the actor group, the same number of forwards on every rank;
-4. ``core.token_advantages`` places each reward's advantage, ``core.rescale_token_advantages``
-   applies GDPO's batch step (batch statistics over the whole rollout batch); then p is added to
-   every token of its response, at its own size, and ``--reward.clip_range`` clamps the response level;
+2. ``core.response_advantages`` on the whole (N, K) reward matrix: per-reward group advantages A (a NaN/Inf
+   value counting as absent), SAW weights, GDPO's response level;
+3. when the step's placement reads relevance (``mrtpo``, beta > 0, not ``uniform``): every (response, reward)
+   pair with a non-zero advantage and a non-empty block is replayed on the actor group, the same number of
+   forwards on every rank;
+4. each micro-batch's rows and q go to the registered estimator, which returns the (B, A) token advantages
+   (placement, GDPO's batch step over the whole rollout batch, p added at its own size, ``--reward.clip_range``);
 5. KL in the reward (no ``--algo.kl.use_loss``): the per-token ``-kl_coef * kl`` penalty is added
    as its reward-to-go, exactly as upstream's group estimators do. It is not a verifier reward and
    is not re-placed.
@@ -34,22 +34,18 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 
 from ..core import (
+    ADVANTAGE_ESTIMATORS,
+    JOINT_PLACEMENT,
     PROMPT_IDS_MISMATCH,
+    MethodSettings,
     ReplayRequest,
-    batch_standardize,
-    beta_schedule,
-    clip_response_advantages,
+    TokenInputs,
     count_forwards,
-    group_normalize,
     localization,
     request_for_rollout,
-    rescale_token_advantages,
-    saw_weights,
-    token_advantages,
+    response_advantages,
     tokens_for_mass,
-    weighted_sum,
 )
-from .args import MULTI_REWARD_ESTIMATORS
 from .transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
 
 logger = logging.getLogger(__name__)
@@ -182,7 +178,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
     @torch.no_grad()
     def compute_advantages_and_returns(self, experiences):
         vectors = [pop_reward_vectors(e) for e in experiences]
-        if self.advantage_estimator not in MULTI_REWARD_ESTIMATORS:
+        if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
             if all(vectors):
                 self.last_metrics = self._reward_metrics(gather_reward_batch(experiences, vectors), None)
             return super().compute_advantages_and_returns(experiences)
@@ -191,9 +187,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         return self._multi_reward_advantages(experiences, vectors)
 
     def _multi_reward_advantages(self, experiences, vectors):
-        args, margs = self.args, self.mrtpo_args
+        args = self.args
         group_size = args.rollout.n_samples_per_prompt
-        eps = margs.eps
         for e in experiences:
             # (B, 1) rewards (a JSON-list reward) are (B,) here, as upstream's group estimators read them
             e.rewards = e.rewards.to(torch.promote_types(e.rewards.dtype, torch.float32)).reshape(len(e.index))
@@ -209,19 +204,13 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             penalty[torch.tensor(e.index)] = (e.rewards - b).float()
         check_groups(batch, group_size)
 
-        adv = group_normalize(batch.values, group_size, eps, batch.present)
-        weights = None
-        if margs.reward_weighting == "saw":
-            weights = saw_weights(batch.values, batch.present, eps, name_ids(batch.names), lows=REWARD_LOW)
-        response_sum = weighted_sum(adv, weights)
-        sum_mean, sum_std = batch_standardize(response_sum, eps)
-        # GDPO's response-level advantage, plus the length penalty at its own size
-        response_adv = (response_sum - sum_mean) / (sum_std + eps) + penalty
-
-        is_mrtpo = self.advantage_estimator == "mrtpo"
-        beta = beta_schedule(self.global_step, margs.beta, margs.warmup_steps) if is_mrtpo else 0.0
-        mode = margs.placement if is_mrtpo else "uniform"
-        replay = self._replay(experiences, batch, adv) if beta > 0 and mode != "uniform" else None
+        settings = MethodSettings.from_args(args)
+        estimator = ADVANTAGE_ESTIMATORS[self.advantage_estimator]
+        response = response_advantages(batch.values, batch.present, group_size, settings, name_ids(batch.names),
+                                       REWARD_LOW, penalty)
+        adv = response.group
+        placement = estimator.placement(settings, self.global_step)
+        replay = self._replay(experiences, batch, adv, placement.mode) if placement.needs_relevance else None
         generator = torch.Generator().manual_seed(int(args.train.seed) * 100_003 + self.global_step)
 
         cap_counts = [0, 0]  # tokens where the cap changed the advantage, valid tokens
@@ -229,21 +218,20 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         for e in experiences:
             rows = torch.tensor(e.index)
             mask = e.action_mask.bool()
-            q = torch.zeros(len(e.index), adv.shape[1], mask.shape[1])
+            q = None
             if replay is not None:
+                q = torch.zeros(len(e.index), adv.shape[1], mask.shape[1])
                 for j, g in enumerate(e.index):
                     if g in replay.q:
                         first, qg = replay.q[g]
                         q[j, :, first: first + qg.shape[1]] = qg
-            tok, binding = token_advantages(adv[rows], q, mask, beta, margs.cap, mode,
-                                            None if weights is None else weights[rows], generator, return_binding=True)
-            cap_counts[0] += int(binding.sum())
+            out = estimator(response, TokenInputs(rows, mask, q, self.global_step, generator), settings)
+            a = out.advantages
+            cap_counts[0] += int(out.cap_binding.sum())
             cap_counts[1] += int(mask.sum())
-            a = rescale_token_advantages(tok, response_sum, mask, eps) + penalty[rows, None] * mask
-            a = clip_response_advantages(a, response_adv[rows], mask, args.reward.clip_range)
             if dump is not None:
                 for j, g in enumerate(e.index):
-                    dump[g] = {"advantages": a[j][mask[j]].clone(), "gdpo": float(response_adv[g])}
+                    dump[g] = {"advantages": a[j][mask[j]].clone(), "gdpo": float(response.level[g])}
             if e.kl is not None and not args.algo.kl.use_loss:
                 kl_penalty = compute_reward(
                     torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask
@@ -255,11 +243,11 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             e.info["group_reward_std"] = self._group_std(batch, group_size)[rows]
             e.kl = None
         if dump is not None:
-            self._dump(dump, beta, mode)
+            self._dump(dump, placement.beta, placement.mode)
         self.last_metrics = self._reward_metrics(batch, adv)
         if bool((penalty != 0).any()):
             self.last_metrics[f"reward/{LENGTH_PENALTY}/mean"] = float(penalty.mean())
-        self.last_metrics["mrtpo/beta"] = beta
+        self.last_metrics["mrtpo/beta"] = placement.beta
         self.last_metrics["mrtpo/nonfinite_rewards"] = float(batch.nonfinite)
         self.last_metrics["mrtpo/cap_binding_frac"] = cap_counts[0] / max(cap_counts[1], 1)
         if replay is not None:
@@ -300,14 +288,14 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
 
     # ── replay ──
 
-    def build_requests(self, experiences, batch: RewardBatch, adv: torch.Tensor):
+    def build_requests(self, experiences, batch: RewardBatch, adv: torch.Tensor, placement: str):
         """ReplayRequests for every response with at least one pair to replay, keyed by global row.
 
         Contexts start from the rollout's own prompt ids (``core.request_for_rollout``).
         Returns ({row: (request, first action column)}, {reason: number of pairs skipped}).
         """
         margs = self.mrtpo_args
-        joint = margs.placement == "joint"
+        joint = placement == JOINT_PLACEMENT
         requests: dict[int, tuple[ReplayRequest, int]] = {}
         skipped: dict[str, int] = defaultdict(int)
         for e in experiences:
@@ -329,10 +317,10 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             logger.warning("MRTPO replay skipped pairs: %s", dict(skipped))
         return requests, dict(skipped)
 
-    def _replay(self, experiences, batch: RewardBatch, adv: torch.Tensor):
+    def _replay(self, experiences, batch: RewardBatch, adv: torch.Tensor, placement: str):
         margs = self.mrtpo_args
         t0 = time.time()
-        requests, skipped = self.build_requests(experiences, batch, adv)
+        requests, skipped = self.build_requests(experiences, batch, adv, placement)
         group = self.actor_model_group
         num_ranks = len(group._actor_handlers) // group.duplicate_actors  # noqa: SLF001
         rows = sorted(requests)

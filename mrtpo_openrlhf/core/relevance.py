@@ -10,7 +10,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-DEFAULT_CHUNK_SIZE = 256
+from .settings import DEFAULT_CHUNK_SIZE
+
 # On CPU a chunk's fp32 buffers should stay in cache: ~2 MiB each (measured 1.8x faster than 256 positions
 # at V=32,000 on a 2-core AVX512 machine). Only ever lowers the chunk size, so memory only goes down.
 CPU_CHUNK_ELEMENTS = 1 << 19

@@ -13,17 +13,28 @@ pair is done.
 """
 from __future__ import annotations
 
+import enum
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 import torch
 
-from .relevance import DEFAULT_CHUNK_SIZE, js_relevance
+from .relevance import js_relevance
+from .settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE
 
 _log = logging.getLogger(__name__)
 
-JOINT = -1  # key of the joint ablation's single "all blocks removed" context
+
+class JointContext(enum.Enum):
+    """The joint ablation (placement ``joint``): one context with every verifier block removed, replayed once per
+    response; its relevance profile is shared by every reward in the request's ``joint_rewards``."""
+
+    ALL_BLOCKS_REMOVED = "all blocks removed"
+
+
+JOINT = JointContext.ALL_BLOCKS_REMOVED  # its key in ``ReplayRequest.minus_contexts``
+ContextKey = int | JointContext  # a reward index k (the context minus_k), or JOINT
 
 
 @dataclass
@@ -39,7 +50,7 @@ class ReplayRequest:
 
     full_context: Sequence[int]
     response_ids: Sequence[int]
-    minus_contexts: dict[int, Sequence[int]] = field(default_factory=dict)
+    minus_contexts: dict[ContextKey, Sequence[int]] = field(default_factory=dict)
     joint_rewards: Sequence[int] = ()
 
     @property
@@ -109,7 +120,7 @@ def inline_blocks(prompt_head: str, blocks: Sequence[str], spans: Sequence[Span 
 def context_texts(
     prompt: str,
     blocks: Sequence[str],
-    separator: str = "\n\n",
+    separator: str = DEFAULT_BLOCK_SEPARATOR,
     suffix: str = "",
     spans: Sequence[Span | None] | None = None,
 ) -> tuple[str, list[str], str]:
@@ -147,7 +158,7 @@ def request_from_text(
     blocks: Sequence[str],
     response_ids: Sequence[int],
     rewards: Sequence[int],
-    separator: str = "\n\n",
+    separator: str = DEFAULT_BLOCK_SEPARATOR,
     joint: bool = False,
     spans: Sequence[Span | None] | None = None,
 ) -> ReplayRequest:
@@ -174,7 +185,7 @@ def request_for_rollout(
     blocks: Sequence[str],
     response_ids: Sequence[int],
     rewards: Sequence[int],
-    separator: str = "\n\n",
+    separator: str = DEFAULT_BLOCK_SEPARATOR,
     joint: bool = False,
     spans: Sequence[Span | None] | None = None,
 ) -> tuple[ReplayRequest, dict[int, str]]:
@@ -211,7 +222,7 @@ def _prompt_head(prompt: str, suffix: str) -> str:
     return prompt[: len(prompt) - len(suffix)] if suffix and prompt.endswith(suffix) else prompt
 
 
-def tokenize_blocks(tokenizer: Any, blocks: Sequence[str], separator: str = "\n\n") -> list[list[int]]:
+def tokenize_blocks(tokenizer: Any, blocks: Sequence[str], separator: str = DEFAULT_BLOCK_SEPARATOR) -> list[list[int]]:
     """Text blocks -> token ids, each prefixed by ``separator``; an empty block stays empty."""
     return [tokenizer(separator + b, add_special_tokens=False)["input_ids"] if b else [] for b in blocks]
 
@@ -247,15 +258,10 @@ def find_insert_position(
     return len(prompt_ids)
 
 
-def pairs_to_replay(adv: torch.Tensor) -> torch.Tensor:
-    """(B, K) advantages -> (B, K) bool: a pair needs a replay iff its advantage is non-zero."""
-    return adv != 0
-
-
 @dataclass
 class _Job:
     request: int
-    reward: int | None  # None = full
+    reward: ContextKey | None  # None = full
     ids: list[int]
     n_response: int
 

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import torch
 
 from mrtpo_openrlhf.core import chat_suffix_text, replay_relevance, request_from_text
+from mrtpo_openrlhf.core.settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE, DEFAULT_REPLAY_MICRO_BATCH_SIZE
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, write_jsonl
 from mrtpo_openrlhf.paths import display_path
 from mrtpo_openrlhf.rewards.contract import RewardVector, label_object, parse_extra_logs
@@ -27,7 +28,7 @@ from .html import render_page
 from .spans import locate_spans, spans_to_token_mask, token_char_offsets
 from .stats import pair_stats, summarize
 
-BLOCK_SEPARATOR = "\n\n"  # the training default (--algo.mrtpo.block_separator)
+BLOCK_SEPARATOR = DEFAULT_BLOCK_SEPARATOR  # the training default (--algo.mrtpo.block_separator)
 
 
 class DiagnoseError(ValueError):
@@ -213,7 +214,8 @@ def constraint_specs(task: str, label: Any, n_rewards: int) -> list[tuple[str, d
 
 # ------------------------------------------------------------------------------------------- pipeline
 def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], temperature: float = 1.0,
-             micro_batch_size: int = 4, chunk_size: int = 256) -> tuple[list[dict], list[dict], dict]:
+             micro_batch_size: int = DEFAULT_REPLAY_MICRO_BATCH_SIZE,
+             chunk_size: int = DEFAULT_CHUNK_SIZE) -> tuple[list[dict], list[dict], dict]:
     """Score and replay ``samples``.
 
     Returns (records, responses, summary): one record per (response, reward) pair (the relevance.jsonl

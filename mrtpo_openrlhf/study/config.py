@@ -28,6 +28,7 @@ from typing import Any
 
 import tomllib
 
+from mrtpo_openrlhf.core.settings import DEFAULT_BETA, DEFAULT_WARMUP_STEPS
 from mrtpo_openrlhf.paths import REPO_ROOT
 from mrtpo_openrlhf.tasks import TASKS
 
@@ -72,8 +73,8 @@ class StudyConfig:
     max_new_tokens: int = 128
     temperature: float = 0.7
     lr: float = 1e-5
-    beta: float = 0.5
-    warmup_steps: int = 10
+    beta: float = DEFAULT_BETA
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
     extra_args: list[str] = field(default_factory=list)
     # gpu backend: environment for examples/scripts/train_*.sh (NUM_GPUS, ROLLOUT_BATCH, ...)
     env: dict[str, str] = field(default_factory=dict)

@@ -71,10 +71,12 @@ def gpu_command(cfg: StudyConfig, arm: str, seed: int, out: Path) -> tuple[list[
     if script_name is None:
         raise ValueError(f"task {cfg.task!r} has no GPU script (gpu_script in mrtpo_openrlhf/tasks.py)")
     script = REPO_ROOT / "examples" / "scripts" / script_name
-    env = {"MRTPO_GPU": "1", "ESTIMATOR": spec.estimator, "PLACEMENT": spec.placement or "mrtpo",
+    # The placement settings only where the estimator reads them (the CLI warns about flags without effect).
+    method = ({"PLACEMENT": spec.placement or "mrtpo", "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps)}
+              if spec.estimator == "mrtpo" else {})
+    env = {"MRTPO_GPU": "1", "ESTIMATOR": spec.estimator, **method,
            "MODEL": cfg.model, "DATA": str(cfg.data_path()), "OUT": str(out), "SEED": str(seed),
-           "LR": str(cfg.lr), "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps),
-           "N_SAMPLES": str(cfg.samples_per_prompt), "ROLLOUT_BATCH": str(cfg.prompts_per_step),
+           "LR": str(cfg.lr), "N_SAMPLES": str(cfg.samples_per_prompt), "ROLLOUT_BATCH": str(cfg.prompts_per_step),
            "MAX_NEW_TOKENS": str(cfg.max_new_tokens), "RUN_NAME": f"{cfg.name}-{arm}-seed{seed}",
            **{k: str(v) for k, v in cfg.env.items()}}
     args = ["--data.max_samples", str(cfg.steps * cfg.prompts_per_step),

@@ -1,4 +1,4 @@
-"""The experience maker's advantages equal the core's on hand-built experiences."""
+"""The experience maker's advantages against naive loops (naive_reference.py) on hand-built experiences."""
 import random
 from types import SimpleNamespace
 
@@ -8,15 +8,10 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf_fakes import LocalActorGroup, fake_actor, make_args, vllm_response
 
 import mrtpo_openrlhf.adapter.experience_maker as em
+import mrtpo_openrlhf.core.estimators as estimators
 from mrtpo_openrlhf.adapter.experience_maker import MRTPOExperienceMaker, response_span, split_for_ranks
 from mrtpo_openrlhf.adapter.samples_generator import MRTPOSamplesGenerator
-from mrtpo_openrlhf.core import (
-    gdpo_advantages,
-    group_normalize,
-    mrtpo_advantages,
-    replay_relevance,
-    request_from_text,
-)
+from mrtpo_openrlhf.core import JOINT, replay_relevance, request_from_text
 
 NAMES = ["format", "executable", "execution"]
 
@@ -74,8 +69,17 @@ def rewards_in_order(exps):
     return torch.cat([e.info["mrtpo_values"] for e in exps]), [e.info["mrtpo_blocks"][0] for e in exps]
 
 
+def gdpo_levels(R, n=4):
+    """GDPO's response-level advantage per row from the naive loops (naive_reference.py)."""
+    import naive_reference as ref
+
+    A = ref.group_advantages(R.tolist(), n)
+    S = [sum(row) for row in A]
+    return torch.tensor([row[0] for row in ref.batch_step([[x] for x in S], S)])
+
+
 @pytest.mark.parametrize("seed", [0, 1])
-def test_mrtpo_advantages_equal_core(seed, tiny_llama, char_tokenizer):
+def test_mrtpo_advantages_equal_naive_reference(seed, tiny_llama, char_tokenizer):
     args = make_args(beta=0.5, cap=2.0)
     samples = rollout(seed)
     R, blocks = rewards_in_order(samples)
@@ -85,23 +89,22 @@ def test_mrtpo_advantages_equal_core(seed, tiny_llama, char_tokenizer):
     m = maker(args, tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(exps)
 
-    # independent computation straight from the core
-    A = group_normalize(R, 4)
+    # independent computation: the replay run here on the whole batch at once, the placement by naive loops
+    import naive_reference as ref
+
+    A = ref.group_advantages(R.tolist(), 4)
     reqs = [request_from_text(char_tokenizer, prompts[i], blocks[i], spans[i][1],
-                              [k for k in range(3) if A[i, k] != 0 and blocks[i][k]], "\n") for i in range(len(R))]
+                              [k for k in range(3) if A[i][k] != 0 and blocks[i][k]], "\n") for i in range(len(R))]
     q_list, _ = replay_relevance(tiny_llama, reqs, num_rewards=3, temperature=0.9, chunk_size=5)
-    T = max(e.action_mask.shape[1] for e in out)
-    mask = torch.zeros(len(R), T, dtype=torch.bool)
-    q = torch.zeros(len(R), 3, T)
-    for i, (_, resp, first) in enumerate(spans):
-        mask[i, first:first + len(resp)] = True
-        q[i, :, first:first + len(resp)] = q_list[i, :, :len(resp)]
-    expected = mrtpo_advantages(A, q, mask, 0.5, 2.0)
+    rows = [ref.capped_token_advantages(A[i], q_list[i, :, :len(spans[i][1])].tolist(), 0.5, 2.0)
+            for i in range(len(R))]
+    expected = ref.batch_step(rows, [sum(a) for a in A])
     for e in out:
         for row, g in enumerate(e.index):
-            width = e.action_mask.shape[1]
+            valid = e.action_mask[row].bool()
             # different micro-batch padding moves logits by ~1e-6, hence the tolerance
-            assert torch.allclose(e.advantages[row], expected[g, :width], atol=1e-4), g
+            assert torch.allclose(e.advantages[row][valid], torch.tensor(expected[g]), atol=1e-4), g
+            assert (e.advantages[row][~valid] == 0).all()
             assert torch.equal(e.returns[row], e.advantages[row])
         assert "mrtpo_values" not in e.info and "mrtpo_blocks" not in e.info
         assert all(isinstance(v, torch.Tensor) and v.shape == (len(e.index),) for v in e.info.values())
@@ -121,7 +124,7 @@ def test_gdpo_is_uniform_and_matches_reference(tiny_llama, char_tokenizer):
     exps = micro_batches(samples, 3, 3)
     m = maker(args, tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(exps)
-    ref = gdpo_advantages(R, 4)
+    ref = gdpo_levels(R)
     for e in out:
         for row, g in enumerate(e.index):
             valid = e.action_mask[row].bool()
@@ -139,7 +142,7 @@ def test_kl_in_reward_adds_reward_to_go(tiny_llama, char_tokenizer):
         e.kl = torch.full(e.action_mask.shape, 0.1) * e.action_mask
     m = maker(args, tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(exps)
-    ref = gdpo_advantages(R, 4)
+    ref = gdpo_levels(R)
     e = out[0]
     valid = e.action_mask[0].bool()
     n = int(valid.sum())
@@ -187,7 +190,7 @@ def test_ablation_placements_keep_each_response_credit(placement, tiny_llama, ch
     R, _ = rewards_in_order(samples)
     m = maker(args, tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(samples, 3, 2))
-    ref = gdpo_advantages(R, 4)
+    ref = gdpo_levels(R)
     moved = False
     for e in out:
         for row, g in enumerate(e.index):
@@ -200,19 +203,19 @@ def test_ablation_placements_keep_each_response_credit(placement, tiny_llama, ch
     (_, kwargs), = m.actor_model_group.calls
     requests = [r for rank in kwargs["requests"] for r in rank]
     if placement == "joint":
-        assert all(list(r.minus_contexts) == [-1] for r in requests)
+        assert all(list(r.minus_contexts) == [JOINT] for r in requests)
 
 
 def capture_q(monkeypatch):
     """Record the (rows, q) the experience maker hands to the placement, keyed by global row."""
     seen = {}
-    original = em.token_advantages
+    original = estimators.token_advantages
 
     def spy(adv, q, mask, *args, **kwargs):
         seen.setdefault("calls", []).append((q.clone(), mask.clone()))
         return original(adv, q, mask, *args, **kwargs)
 
-    monkeypatch.setattr(em, "token_advantages", spy)
+    monkeypatch.setattr(estimators, "token_advantages", spy)
     return seen
 
 
