@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("config", type=Path, help="study config (TOML)")
     r.add_argument("--out", type=Path, help="study folder (default: runs/study/<name>)")
     r.add_argument("--arms", nargs="+", help="only these arms")
+    r.add_argument("--seeds", nargs="+", type=int, help="only these seeds")
     r.add_argument("--stall-timeout", type=float, default=STALL_SECONDS,
                    help="stop a run after this many seconds without output, a new step or log growth")
     r.add_argument("--timeout", type=float, default=None, help="optional wall limit per run, in seconds")
@@ -72,11 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         bad = [a for a in args.arms or [] if a not in cfg.arms]
         if bad:
             ap.error(f"--arms {bad}: not in the config's arms {cfg.arms}")
+        bad = [s for s in args.seeds or [] if s not in cfg.seeds]
+        if bad:
+            ap.error(f"--seeds {bad}: not in the config's seeds {cfg.seeds}")
         try:
             results = args.results or REPO_ROOT / "docs" / "results" / cfg.name
             results = None if str(results) == "none" else results
             failed = run_study(cfg, args.out or REPO_ROOT / "runs" / "study" / cfg.name, args.dry_run, args.arms,
-                               args.timeout, results=results, stall_timeout=args.stall_timeout)
+                               args.seeds, args.timeout, results=results, stall_timeout=args.stall_timeout)
         except KeyboardInterrupt:
             print("[study] interrupted: the run in progress was stopped and will be rerun from scratch; "
                   "finished runs are kept. Run the same command to resume.", file=sys.stderr)

@@ -89,8 +89,8 @@ def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001 - signal handler signa
 
 
 def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[str] | None = None,
-              timeout: float | None = None, say: Callable[[str], None] = print, results: Path | None = None,
-              stall_timeout: float | None = STALL_SECONDS) -> int:
+              seeds: list[int] | None = None, timeout: float | None = None, say: Callable[[str], None] = print,
+              results: Path | None = None, stall_timeout: float | None = STALL_SECONDS) -> int:
     """Run what is not done yet; return the number of runs that failed (0: every selected run is done).
 
     results: the committed results folder (``docs/results/<name>``): each finished run's small files are copied to
@@ -99,7 +99,7 @@ def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[st
     """
     root = Path(root).resolve()
     pub = (lambda a, s: run_dir(Path(results).resolve() / "runs", a, s)) if results else (lambda a, s: None)
-    runs = [(a, s) for a, s in cfg.runs() if not only or a in only]
+    runs = [(a, s) for a, s in cfg.runs() if (not only or a in only) and (not seeds or s in seeds)]
     todo = [(a, s) for a, s in runs if not is_done(run_dir(root, a, s), pub(a, s))]
     say(f"[study] {cfg.name}: {len(runs)} runs ({len(runs) - len(todo)} already done), backend {cfg.backend}, "
         f"folder {root}")

@@ -30,3 +30,19 @@ def test_gpu_study_dry_run_prints_15_parseable_commands(tmp_path, capsys, monkey
                                                           ("mrtpo", "mrtpo"), ("mrtpo", "shuffle"), ("mrtpo", "joint")]}
     assert seen == expected
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_arms_and_seeds_select_runs(tmp_path, capsys, monkeypatch):
+    config = str(REPO / "examples/study/sql_qwen3b_gpu.toml")
+    assert main(["run", config, "--dry-run", "--out", str(tmp_path), "--arms", "mrtpo-joint", "--seeds", "2"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("python -m")]
+    assert len(lines) == 1
+    args = vars(parse_upstream(shlex.split(lines[0])[3:], monkeypatch))
+    assert (args["algo.mrtpo.placement"], args["train.seed"]) == ("joint", 2)
+    try:
+        main(["run", config, "--dry-run", "--out", str(tmp_path), "--seeds", "7"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        raise AssertionError("--seeds 7 is not in the config and must be refused")
+    assert "--seeds [7]" in capsys.readouterr().err
