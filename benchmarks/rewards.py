@@ -8,6 +8,7 @@ and a wrong response per row where the family allows building one. A family whos
 missing is reported as skipped, with the reason. The runaway part runs an infinite ``WITH RECURSIVE``
 and a four-way cross join through the sandbox and through the SQL reward at the default limits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,15 @@ def bench_family(name: str, seconds: float) -> dict[str, Any]:
         if elapsed >= seconds:
             break
     shown = fixture.relative_to(REPO) if fixture.is_relative_to(REPO) else fixture
-    return {"family": name, "fixture": str(shown), "rows": len(rows), "responses": done,
-            "per_s": done / elapsed, "ms": 1000 * elapsed / done, "mean_total_reward": total_reward / done}
+    return {
+        "family": name,
+        "fixture": str(shown),
+        "rows": len(rows),
+        "responses": done,
+        "per_s": done / elapsed,
+        "ms": 1000 * elapsed / done,
+        "mean_total_reward": total_reward / done,
+    }
 
 
 # ----------------------------------------------------------------------------- runaway SQL
@@ -88,9 +96,17 @@ def bench_runaway() -> list[dict[str, Any]]:
             start = time.perf_counter()
             out = sql_reward.reward_func([response], [""], [label])
             reward_s = time.perf_counter() - start
-            results.append({"query": title, "limit_s": sandbox.DEFAULT_TIMEOUT_S, "sandbox_s": sandbox_s,
-                            "timed_out": bool(res.timed_out), "error": res.error[:60], "reward_s": reward_s,
-                            "rewards": out["extra_logs"].get("mrtpo_reward_values")})
+            results.append(
+                {
+                    "query": title,
+                    "limit_s": sandbox.DEFAULT_TIMEOUT_S,
+                    "sandbox_s": sandbox_s,
+                    "timed_out": bool(res.timed_out),
+                    "error": res.error[:60],
+                    "reward_s": reward_s,
+                    "rewards": out["extra_logs"].get("mrtpo_reward_values"),
+                }
+            )
     return results
 
 
@@ -110,16 +126,20 @@ def main(argv: list[str] | None = None) -> int:
         if "skipped" in r:
             print(f"{name:<12} SKIPPED: {r['skipped']}")
         else:
-            print(f"{name:<12} {r['per_s']:>12.1f} {r['ms']:>9.2f} {r['responses']:>6} "
-                  f"{r['mean_total_reward']:>12.2f}  {r['fixture']} ({r['rows']} rows)")
+            print(
+                f"{name:<12} {r['per_s']:>12.1f} {r['ms']:>9.2f} {r['responses']:>6} "
+                f"{r['mean_total_reward']:>12.2f}  {r['fixture']} ({r['rows']} rows)"
+            )
     print()
     print(f"{'runaway SQL query':<30} {'limit s':>7} {'sandbox s':>9} {'timed out':>9} {'reward s':>8}  rewards")
     for r in bench_runaway():
         if "skipped" in r:
             print(f"{r['query']:<30} SKIPPED: {r['skipped']}")
         else:
-            print(f"{r['query']:<30} {r['limit_s']:>7.2f} {r['sandbox_s']:>9.3f} {str(r['timed_out']):>9} "
-                  f"{r['reward_s']:>8.3f}  {r['rewards']}  {r['error']}")
+            print(
+                f"{r['query']:<30} {r['limit_s']:>7.2f} {r['sandbox_s']:>9.3f} {str(r['timed_out']):>9} "
+                f"{r['reward_s']:>8.3f}  {r['rewards']}  {r['error']}"
+            )
     return 0
 
 

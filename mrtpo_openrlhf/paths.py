@@ -1,4 +1,5 @@
 """Paths shown to people: relative to where they work, never the author's absolute layout."""
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ label's task, the spans), the study (``task = ...``, its GPU script), eval (benc
 prompts) and ``benchmarks/rewards.py``. Adding a task is one reward module plus one ``register(Task(...))`` here
 (docs/tasks.md). Nothing is imported until it is used, so one broken task does not break the others.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -139,44 +140,50 @@ def task_of_label(label: dict) -> list[str]:
     return [t.name for t in TASKS.values() if any(key in label for key in t.label_keys)]
 
 
-register(Task(
-    name="sql",
-    reward_module="mrtpo_openrlhf.rewards.sql",
-    reward_file="reward_funcs/sql.py",
-    train_data="sql/train_mini.jsonl",
-    # the CPU default's prompts carry a worked example of the layout; SmolLM2-135M follows nothing less
-    cpu_train_data="sql/train_mini_oneshot.jsonl",
-    label_keys=("gold",),
-    prompt_builder="build_prompt",
-    benchmarks=("spider", "bird"),
-    span_kinds=("tags", "select_columns"),
-    format_tags=(THINK_TAGS, CODE_FENCES),
-    example_responses="example_responses",
-    gpu_script="train_mrtpo_sql.sh",
-))
-register(Task(
-    name="instruction",
-    reward_module="mrtpo_openrlhf.rewards.instruction",
-    reward_file="reward_funcs/instruction.py",
-    train_data="instructions/train_mini.jsonl",
-    label_keys=("instruction_id_list", "constraints"),
-    benchmarks=("ifeval", "ifbench", "muldimif"),
-    span_kinds=("tags", "target"),
-    format_tags=(THINK_TAGS,),
-    constraint_specs="constraint_specs",
-    example_responses="example_responses",
-    gpu_script="train_mrtpo_if.sh",
-))
-register(Task(
-    name="tool",
-    reward_module="mrtpo_openrlhf.rewards.tool",
-    reward_file="reward_funcs/tool.py",
-    train_data="tool/train_mini.jsonl",
-    label_keys=("functions", "ground_truth"),
-    prompt_builder="build_prompt",
-    benchmarks=("bfcl",),
-    span_kinds=("tags", "tool_arguments"),
-    format_tags=(THINK_TAGS, TOOL_CALL_TAGS),
-    example_responses="example_responses",
-    gpu_script="train_mrtpo_tool.sh",
-))
+register(
+    Task(
+        name="sql",
+        reward_module="mrtpo_openrlhf.rewards.sql",
+        reward_file="reward_funcs/sql.py",
+        train_data="sql/train_mini.jsonl",
+        # the CPU default's prompts carry a worked example of the layout; SmolLM2-135M follows nothing less
+        cpu_train_data="sql/train_mini_oneshot.jsonl",
+        label_keys=("gold",),
+        prompt_builder="build_prompt",
+        benchmarks=("spider", "bird"),
+        span_kinds=("tags", "select_columns"),
+        format_tags=(THINK_TAGS, CODE_FENCES),
+        example_responses="example_responses",
+        gpu_script="train_mrtpo_sql.sh",
+    )
+)
+register(
+    Task(
+        name="instruction",
+        reward_module="mrtpo_openrlhf.rewards.instruction",
+        reward_file="reward_funcs/instruction.py",
+        train_data="instructions/train_mini.jsonl",
+        label_keys=("instruction_id_list", "constraints"),
+        benchmarks=("ifeval", "ifbench", "muldimif"),
+        span_kinds=("tags", "target"),
+        format_tags=(THINK_TAGS,),
+        constraint_specs="constraint_specs",
+        example_responses="example_responses",
+        gpu_script="train_mrtpo_if.sh",
+    )
+)
+register(
+    Task(
+        name="tool",
+        reward_module="mrtpo_openrlhf.rewards.tool",
+        reward_file="reward_funcs/tool.py",
+        train_data="tool/train_mini.jsonl",
+        label_keys=("functions", "ground_truth"),
+        prompt_builder="build_prompt",
+        benchmarks=("bfcl",),
+        span_kinds=("tags", "tool_arguments"),
+        format_tags=(THINK_TAGS, TOOL_CALL_TAGS),
+        example_responses="example_responses",
+        gpu_script="train_mrtpo_tool.sh",
+    )
+)

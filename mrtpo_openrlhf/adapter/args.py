@@ -6,6 +6,7 @@ to those choices and our flags to the parser; ``validate`` rejects combinations 
 ``ineffective_flags`` names the ``--algo.mrtpo.*`` flags given that the chosen estimator does not read (warned
 about, one line). All upstream flags and validation stay as they are. Defaults and choices come from the core.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,25 +46,57 @@ def add_mrtpo_arguments(parser: argparse.ArgumentParser) -> None:
     s = _settings
     g = parser.add_argument_group("MRTPO / GDPO (mrtpo-openrlhf)")
     add = lambda name, **kw: g.add_argument(f"--{MRTPO_PREFIX}{name}", action=_StoreGiven, **kw)  # noqa: E731
-    add("beta", type=float, default=s.DEFAULT_BETA,
-        help=f"placement strength beta_max in w = (1-beta) + beta*q/mean(q) (default {s.DEFAULT_BETA})")
-    add("warmup_steps", type=int, default=s.DEFAULT_WARMUP_STEPS,
-        help=f"beta ramps linearly from 0 to beta over this many steps (default {s.DEFAULT_WARMUP_STEPS})")
-    add("cap", type=parse_cap, default=s.DEFAULT_CAP,
+    add(
+        "beta",
+        type=float,
+        default=s.DEFAULT_BETA,
+        help=f"placement strength beta_max in w = (1-beta) + beta*q/mean(q) (default {s.DEFAULT_BETA})",
+    )
+    add(
+        "warmup_steps",
+        type=int,
+        default=s.DEFAULT_WARMUP_STEPS,
+        help=f"beta ramps linearly from 0 to beta over this many steps (default {s.DEFAULT_WARMUP_STEPS})",
+    )
+    add(
+        "cap",
+        type=parse_cap,
+        default=s.DEFAULT_CAP,
         help="a token may receive at most CAP times the largest single reward's reallocation "
-             f"(>= 1, or 'none' to switch it off; default {s.DEFAULT_CAP}, see docs/cap.md)")
-    add("placement", choices=PLACEMENT_MODES, default=s.DEFAULT_PLACEMENT,
-        help="; ".join(f"{mode}: {text}" for mode, text in PLACEMENT_HELP.items()) + " (mrtpo estimator only)")
-    add("reward_weighting", choices=s.REWARD_WEIGHTINGS, default=s.DEFAULT_REWARD_WEIGHTING,
+        f"(>= 1, or 'none' to switch it off; default {s.DEFAULT_CAP}, see docs/cap.md)",
+    )
+    add(
+        "placement",
+        choices=PLACEMENT_MODES,
+        default=s.DEFAULT_PLACEMENT,
+        help="; ".join(f"{mode}: {text}" for mode, text in PLACEMENT_HELP.items()) + " (mrtpo estimator only)",
+    )
+    add(
+        "reward_weighting",
+        choices=s.REWARD_WEIGHTINGS,
+        default=s.DEFAULT_REWARD_WEIGHTING,
         help="response-level reward weights stacked under the placement (saw: weights from "
-             "each reward's coefficient of variation in the batch)")
+        "each reward's coefficient of variation in the batch)",
+    )
     add("eps", type=float, default=s.DEFAULT_EPS, help="epsilon of GDPO's two normalizations")
-    add("replay_micro_batch_size", type=int, default=s.DEFAULT_REPLAY_MICRO_BATCH_SIZE,
-        help="contexts per replay forward on each actor rank")
-    add("chunk_size", type=int, default=s.DEFAULT_CHUNK_SIZE,
-        help="positions per chunk of the JS computation (memory O(chunk * vocab))")
-    add("block_separator", type=str, default=s.DEFAULT_BLOCK_SEPARATOR,
-        help="text put before each verifier block in the replay contexts")
+    add(
+        "replay_micro_batch_size",
+        type=int,
+        default=s.DEFAULT_REPLAY_MICRO_BATCH_SIZE,
+        help="contexts per replay forward on each actor rank",
+    )
+    add(
+        "chunk_size",
+        type=int,
+        default=s.DEFAULT_CHUNK_SIZE,
+        help="positions per chunk of the JS computation (memory O(chunk * vocab))",
+    )
+    add(
+        "block_separator",
+        type=str,
+        default=s.DEFAULT_BLOCK_SEPARATOR,
+        help="text put before each verifier block in the replay contexts",
+    )
 
 
 def _find_action(parser: argparse.ArgumentParser, dest: str) -> argparse.Action | None:
@@ -87,6 +120,7 @@ def validate(flat: argparse.Namespace, error=None) -> None:
 
     ``error(msg)`` reports (argparse's ``parser.error`` exits with usage); default raises ValueError.
     """
+
     def fail(msg: str):
         if error is not None:
             error(msg)
@@ -97,18 +131,24 @@ def validate(flat: argparse.Namespace, error=None) -> None:
     if estimator not in MULTI_REWARD_ESTIMATORS:
         return
     if (get("rollout.n_samples_per_prompt", 1) or 1) < 2:
-        fail(f"--algo.advantage.estimator {estimator} normalizes each reward inside a prompt's group: "
-             f"--rollout.n_samples_per_prompt must be >= 2 (got {get('rollout.n_samples_per_prompt')})")
+        fail(
+            f"--algo.advantage.estimator {estimator} normalizes each reward inside a prompt's group: "
+            f"--rollout.n_samples_per_prompt must be >= 2 (got {get('rollout.n_samples_per_prompt')})"
+        )
     if get("train.async_enable", False):
         fail(f"--algo.advantage.estimator {estimator} runs in the synchronous trainer only: drop --train.async_enable")
     if (get("ds.ring_attn_size", 1) or 1) > 1:
         fail(f"--algo.advantage.estimator {estimator} does not support ring attention (--ds.ring_attn_size > 1)")
     if (get("ds.tensor_parallel_size", 1) or 1) > 1:
-        fail(f"--algo.advantage.estimator {estimator} does not support DeepSpeed tensor parallelism "
-             "(--ds.tensor_parallel_size > 1)")
+        fail(
+            f"--algo.advantage.estimator {estimator} does not support DeepSpeed tensor parallelism "
+            "(--ds.tensor_parallel_size > 1)"
+        )
     if not get("reward.remote_url"):
-        fail(f"--algo.advantage.estimator {estimator} needs a multi-reward function: pass --reward.remote_url "
-             "(e.g. reward_funcs/sql.py)")
+        fail(
+            f"--algo.advantage.estimator {estimator} needs a multi-reward function: pass --reward.remote_url "
+            "(e.g. reward_funcs/sql.py)"
+        )
     if get("train.agent_func_path"):
         fail(f"--algo.advantage.estimator {estimator} does not support --train.agent_func_path (multi-turn agents)")
     beta = get("algo.mrtpo.beta", _settings.DEFAULT_BETA)
@@ -134,7 +174,7 @@ def ineffective_flags(estimator: str | None, given: set[str]) -> list[str]:
     """The given ``--algo.mrtpo.*`` flags (dests) that ``estimator`` does not read, sorted."""
     spec = _estimators.ADVANTAGE_ESTIMATORS.get(estimator)
     reads = spec.reads if spec is not None else frozenset()
-    return sorted(d for d in given if d.startswith(MRTPO_PREFIX) and d[len(MRTPO_PREFIX):] not in reads)
+    return sorted(d for d in given if d.startswith(MRTPO_PREFIX) and d[len(MRTPO_PREFIX) :] not in reads)
 
 
 def warn_ineffective(estimator: str | None, given: set[str], stream=None) -> str | None:
@@ -143,11 +183,16 @@ def warn_ineffective(estimator: str | None, given: set[str], stream=None) -> str
     if not unused:
         return None
     spec = _estimators.ADVANTAGE_ESTIMATORS.get(estimator)
-    reads = f"it reads only {', '.join('--' + MRTPO_PREFIX + r for r in sorted(spec.reads))}" if spec else \
-        "an upstream estimator reads no --algo.mrtpo.* flag"
-    line = (f"[mrtpo] warning: {', '.join('--' + d for d in unused)} "
-            f"{'has' if len(unused) == 1 else 'have'} no effect under --algo.advantage.estimator {estimator} "
-            f"({reads})")
+    reads = (
+        f"it reads only {', '.join('--' + MRTPO_PREFIX + r for r in sorted(spec.reads))}"
+        if spec
+        else "an upstream estimator reads no --algo.mrtpo.* flag"
+    )
+    line = (
+        f"[mrtpo] warning: {', '.join('--' + d for d in unused)} "
+        f"{'has' if len(unused) == 1 else 'have'} no effect under --algo.advantage.estimator {estimator} "
+        f"({reads})"
+    )
     print(line, file=stream or sys.stderr, flush=True)
     return line
 

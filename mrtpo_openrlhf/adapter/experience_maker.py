@@ -17,6 +17,7 @@ Replaces upstream's ``compute_advantages_and_returns`` for the estimators regist
    is not re-placed.
 The result is the (B, A) ``advantages`` (and ``returns``) upstream's PolicyLoss consumes.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -99,8 +100,12 @@ def drop_nonfinite(batch: RewardBatch) -> RewardBatch:
     if not bool(bad.any()):
         return batch
     for g, k in bad.nonzero().tolist():
-        logger.warning("reward %r of response %d is %s: verifier failure, the reward counts as absent for it",
-                       batch.names[g][k], g, float(batch.values[g, k]))
+        logger.warning(
+            "reward %r of response %d is %s: verifier failure, the reward counts as absent for it",
+            batch.names[g][k],
+            g,
+            float(batch.values[g, k]),
+        )
     values = torch.where(bad, torch.zeros_like(batch.values), batch.values)
     return RewardBatch(values, batch.present * ~bad, batch.names, batch.blocks, batch.spans, int(bad.sum()))
 
@@ -108,8 +113,9 @@ def drop_nonfinite(batch: RewardBatch) -> RewardBatch:
 def name_ids(names: Sequence[Sequence[str]]) -> torch.Tensor:
     """(N, K) int id of each reward name ("" padding: -1), so statistics can be taken per name."""
     table: dict[str, int] = {}
-    return torch.tensor([[table.setdefault(n, len(table)) if n else -1 for n in row] for row in names],
-                        dtype=torch.long)
+    return torch.tensor(
+        [[table.setdefault(n, len(table)) if n else -1 for n in row] for row in names], dtype=torch.long
+    )
 
 
 def check_groups(batch: RewardBatch, group_size: int) -> None:
@@ -135,7 +141,7 @@ def response_span(sequence: torch.Tensor, attention_mask: torch.Tensor, action_m
     if cols.numel() == 0:
         return tokens, [], 0
     first, last = int(cols[0]), int(cols[-1])
-    return tokens[: first + 1], tokens[first + 1: last + 2], first
+    return tokens[: first + 1], tokens[first + 1 : last + 2], first
 
 
 def split_for_ranks(costs: Sequence[int], num_ranks: int, groups: Sequence[int] | None = None) -> list[list[int]]:
@@ -206,8 +212,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
 
         settings = MethodSettings.from_args(args)
         estimator = ADVANTAGE_ESTIMATORS[self.advantage_estimator]
-        response = response_advantages(batch.values, batch.present, group_size, settings, name_ids(batch.names),
-                                       REWARD_LOW, penalty)
+        response = response_advantages(
+            batch.values, batch.present, group_size, settings, name_ids(batch.names), REWARD_LOW, penalty
+        )
         adv = response.group
         placement = estimator.placement(settings, self.global_step)
         replay = self._replay(experiences, batch, adv, placement.mode) if placement.needs_relevance else None
@@ -224,7 +231,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                 for j, g in enumerate(e.index):
                     if g in replay.q:
                         first, qg = replay.q[g]
-                        q[j, :, first: first + qg.shape[1]] = qg
+                        q[j, :, first : first + qg.shape[1]] = qg
             out = estimator(response, TokenInputs(rows, mask, q, self.global_step, generator), settings)
             a = out.advantages
             cap_counts[0] += int(out.cap_binding.sum())
@@ -259,8 +266,16 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         batch to $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the end-to-end checks of the placement."""
         folder = os.environ[DUMP_ENV]
         os.makedirs(folder, exist_ok=True)
-        torch.save({"step": self.global_step, "estimator": self.advantage_estimator, "beta": beta, "placement": mode,
-                    "rows": rows}, os.path.join(folder, f"step{self.global_step}.pt"))
+        torch.save(
+            {
+                "step": self.global_step,
+                "estimator": self.advantage_estimator,
+                "beta": beta,
+                "placement": mode,
+                "rows": rows,
+            },
+            os.path.join(folder, f"step{self.global_step}.pt"),
+        )
 
     @staticmethod
     def _group_std(batch: RewardBatch, group_size: int) -> torch.Tensor:
@@ -307,8 +322,17 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                 if not response:
                     continue
                 spans = batch.spans[g] if batch.spans is not None else None
-                req, left_out = request_for_rollout(self.tokenizer, e.prompts[j], prompt_ids, batch.blocks[g],
-                                                    response, ks, margs.block_separator, joint, spans)
+                req, left_out = request_for_rollout(
+                    self.tokenizer,
+                    e.prompts[j],
+                    prompt_ids,
+                    batch.blocks[g],
+                    response,
+                    ks,
+                    margs.block_separator,
+                    joint,
+                    spans,
+                )
                 for reason in left_out.values():
                     skipped[reason] += 1
                 if req.minus_contexts:

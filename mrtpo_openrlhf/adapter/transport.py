@@ -14,6 +14,7 @@ Upstream's ``_process_response_into_experience`` turns every ``extra_logs`` valu
 The experience maker pops all four before experiences are sent to the actors (which accept only
 numeric (B,) info tensors).
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -5,6 +5,7 @@ Data flow (``estimators``): rewards (N,K) -> ``response_advantages`` (A per rewa
 (placement ``token_advantages``, GDPO's batch step ``rescale_token_advantages``, the length penalty, the clip
 range) -> the clipped surrogate (upstream PolicyLoss). The method's defaults are in ``settings``.
 """
+
 from .estimators import (
     ADVANTAGE_ESTIMATORS,
     UNIFORM,

@@ -10,6 +10,7 @@ place each reward's A over the tokens (``weights.token_advantages``), GDPO's bat
 the response level (``weights.clip_response_advantages``). The batch statistics come from ``response_advantages``
 over the whole rollout batch, so the rows of one micro-batch can be turned into token advantages on their own.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -127,8 +128,9 @@ def token_path(
             raise ValueError(f"placement {placement.mode!r} with beta {placement.beta} needs the relevance q")
         q = torch.zeros(len(rows), adv.shape[1], mask.shape[1])
     weights = None if response.weights is None else response.weights[rows]
-    tok, binding = token_advantages(adv, q, mask, placement.beta, placement.cap, placement.mode, weights,
-                                    inputs.generator, return_binding=True)
+    tok, binding = token_advantages(
+        adv, q, mask, placement.beta, placement.cap, placement.mode, weights, inputs.generator, return_binding=True
+    )
     a = rescale_token_advantages(tok, response.summed, mask, settings.eps) + response.penalty[rows, None] * mask
     a = clip_response_advantages(a, response.level[rows], mask, settings.clip_range)
     return TokenAdvantages(a, binding)
@@ -161,15 +163,30 @@ def register_estimator(name: str, reads: set[str], summary: str):
     return deco
 
 
-@register_estimator("gdpo", reads={"eps", "reward_weighting"},
-                    summary="per-reward group normalization, summed, one batch step; uniform over the tokens")
+@register_estimator(
+    "gdpo",
+    reads={"eps", "reward_weighting"},
+    summary="per-reward group normalization, summed, one batch step; uniform over the tokens",
+)
 def gdpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
     return UNIFORM
 
 
-@register_estimator("mrtpo", reads={"beta", "warmup_steps", "cap", "placement", "reward_weighting", "eps",
-                                    "replay_micro_batch_size", "chunk_size", "block_separator"},
-                    summary="GDPO's advantages, each reward placed on its relevant tokens (replay)")
+@register_estimator(
+    "mrtpo",
+    reads={
+        "beta",
+        "warmup_steps",
+        "cap",
+        "placement",
+        "reward_weighting",
+        "eps",
+        "replay_micro_batch_size",
+        "chunk_size",
+        "block_separator",
+    },
+    summary="GDPO's advantages, each reward placed on its relevant tokens (replay)",
+)
 def mrtpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
     if settings.placement not in PLACEMENT_MODES:
         raise ValueError(f"unknown placement mode {settings.placement!r}; choose from {PLACEMENT_MODES}")

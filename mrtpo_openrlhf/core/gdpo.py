@@ -4,6 +4,7 @@ statistics, SAW's reward weights. ``estimators.response_advantages`` composes th
 Rows ``g*n .. g*n+n-1`` form one prompt's group. GDPO follows NVIDIA's reference: eps = 1e-4 in both steps,
 Bessel-corrected std.
 """
+
 from __future__ import annotations
 
 import torch

@@ -3,6 +3,7 @@
 q[t] = sqrt(JSD(p_t, m_t) / ln 2) in [0, 1], with p from the ``full`` context and m from ``minus_k``.
 This equals ``scipy.spatial.distance.jensenshannon(p, m, base=2)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -85,8 +86,9 @@ def js_relevance(
             stop = min(start + chunk_size, flat_full.shape[0])
             if flat_mask is not None and not bool(flat_mask[start:stop].any()):
                 continue
-            jsd = _jsd_nats(_log_probs(flat_full[start:stop], temperature),
-                            _log_probs(flat_minus[start:stop], temperature))
+            jsd = _jsd_nats(
+                _log_probs(flat_full[start:stop], temperature), _log_probs(flat_minus[start:stop], temperature)
+            )
             out[start:stop] = (jsd / math.log(2.0)).clamp(0.0, 1.0).sqrt()
     if flat_mask is not None:
         out = out * flat_mask

@@ -2,6 +2,7 @@
 
 The CLI flags (``adapter/args.py``), the launchers, the study config and the docs read these values from here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields

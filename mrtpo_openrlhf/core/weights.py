@@ -5,6 +5,7 @@ Each reward k of response i keeps its GDPO advantage A[i,k]; only its placement 
     a[i,t]   = sum_k w[i,k,t] * A[i,k]
 Because mean_t w = 1, sum_t w * A_k = T * A_k: each reward's total credit equals GDPO's.
 """
+
 from __future__ import annotations
 
 from typing import Literal, get_args

@@ -1,4 +1,5 @@
 """JSONL reading and writing with errors that name the file and line; writes replace the output atomically."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,7 @@ def iter_jsonl(path: str | Path, validate: Callable[[dict], None] | None = None)
         yield row
 
 
-def iter_jsonl_numbered(path: str | Path, validate: Callable[[dict], None] | None = None
-                        ) -> Iterator[tuple[int, dict]]:
+def iter_jsonl_numbered(path: str | Path, validate: Callable[[dict], None] | None = None) -> Iterator[tuple[int, dict]]:
     """``iter_jsonl`` with each row's 1-based line number, for callers whose own checks name the line. A UTF-8
     byte-order mark before the first row is skipped (editors on Windows write one)."""
     path = Path(path)

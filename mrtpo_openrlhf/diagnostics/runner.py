@@ -6,6 +6,7 @@ It follows the training path (``adapter.experience_maker``): the prompt is the c
 ``core.request_from_text`` with the same block separator. Unlike training, every (response, reward)
 pair with a non-empty block is replayed, whatever its group advantage.
 """
+
 from __future__ import annotations
 
 import json
@@ -122,8 +123,9 @@ def template_prompt(tokenizer: Any, prompt: str) -> str:
     suffix = chat_suffix_text(tokenizer)
     if not suffix or prompt.endswith(suffix):
         return prompt
-    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                         add_generation_prompt=True)
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+    )
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
@@ -149,8 +151,15 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
 
 
 @torch.no_grad()
-def generate_samples(model: Any, tokenizer: Any, rows: Sequence[dict], samples_per_prompt: int,
-                     max_new_tokens: int, temperature: float, seed: int = 0) -> list[Sample]:
+def generate_samples(
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[dict],
+    samples_per_prompt: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int = 0,
+) -> list[Sample]:
     """Sample ``samples_per_prompt`` responses per row with transformers' generate (one prompt per call)."""
     from tqdm.auto import tqdm
 
@@ -162,13 +171,22 @@ def generate_samples(model: Any, tokenizer: Any, rows: Sequence[dict], samples_p
     for i, row in enumerate(tqdm(rows, desc="generate", unit="prompt")):
         prompt = template_prompt(tokenizer, row["prompt"])
         ids = torch.tensor([encode(tokenizer, prompt)], dtype=torch.long)
-        sampling = dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature > 0 else \
-            dict(do_sample=False)
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                             num_return_sequences=samples_per_prompt, pad_token_id=pad, eos_token_id=eos,
-                             **sampling)
+        sampling = (
+            dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+            if temperature > 0
+            else dict(do_sample=False)
+        )
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=samples_per_prompt,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            **sampling,
+        )
         for s in range(samples_per_prompt):
-            samples.append(Sample(i, s, prompt, row["label"], cut_at_eos(out[s, ids.shape[1]:].tolist(), eos)))
+            samples.append(Sample(i, s, prompt, row["label"], cut_at_eos(out[s, ids.shape[1] :].tolist(), eos)))
     return samples
 
 
@@ -213,9 +231,15 @@ def constraint_specs(task: str, label: Any, n_rewards: int) -> list[tuple[str, d
 
 
 # ------------------------------------------------------------------------------------------- pipeline
-def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], temperature: float = 1.0,
-             micro_batch_size: int = DEFAULT_REPLAY_MICRO_BATCH_SIZE,
-             chunk_size: int = DEFAULT_CHUNK_SIZE) -> tuple[list[dict], list[dict], dict]:
+def diagnose(
+    model: Any,
+    tokenizer: Any,
+    task: str,
+    samples: Sequence[Sample],
+    temperature: float = 1.0,
+    micro_batch_size: int = DEFAULT_REPLAY_MICRO_BATCH_SIZE,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> tuple[list[dict], list[dict], dict]:
     """Score and replay ``samples``.
 
     Returns (records, responses, summary): one record per (response, reward) pair (the relevance.jsonl
@@ -234,15 +258,25 @@ def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], t
     for i, (s, vec) in enumerate(zip(samples, vectors)):
         ks = [k for k, item in enumerate(vec.items) if item.block]
         if ks and s.response_ids:
-            requests.append(request_from_text(tokenizer, s.prompt, [it.block for it in vec.items], s.response_ids,
-                                              ks, BLOCK_SEPARATOR))
+            requests.append(
+                request_from_text(
+                    tokenizer, s.prompt, [it.block for it in vec.items], s.response_ids, ks, BLOCK_SEPARATOR
+                )
+            )
             rows.append(i)
     q_by_row: dict[int, torch.Tensor] = {}
     if requests:
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        q, _ = replay_relevance(model, requests, num_rewards, temperature=temperature,
-                                micro_batch_size=micro_batch_size, chunk_size=chunk_size, pad_token_id=pad,
-                                progress=True)
+        q, _ = replay_relevance(
+            model,
+            requests,
+            num_rewards,
+            temperature=temperature,
+            micro_batch_size=micro_batch_size,
+            chunk_size=chunk_size,
+            pad_token_id=pad,
+            progress=True,
+        )
         q_by_row = {i: q[r, :, : len(samples[i].response_ids)] for r, i in enumerate(rows)}
     request_of = dict(zip(rows, requests))
 
@@ -259,37 +293,75 @@ def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], t
             masks = {kind: spans_to_token_mask(offsets, sp) for kind, sp in spans.items()}
             stats = pair_stats(q_k if q_k is not None else [0.0] * len(tokens), masks)
             record = {
-                "response_index": i, "prompt_index": s.prompt_index, "sample": s.sample,
-                "reward": item.name, "value": float(item.value), "reason": item.reason, "block": item.block,
-                "replayed": k in replayed, "tokens": tokens, "token_ids": list(s.response_ids),
-                "q": q_k, "spans": {kind: [list(x) for x in sp] for kind, sp in spans.items()}, "stats": stats,
+                "response_index": i,
+                "prompt_index": s.prompt_index,
+                "sample": s.sample,
+                "reward": item.name,
+                "value": float(item.value),
+                "reason": item.reason,
+                "block": item.block,
+                "replayed": k in replayed,
+                "tokens": tokens,
+                "token_ids": list(s.response_ids),
+                "q": q_k,
+                "spans": {kind: [list(x) for x in sp] for kind, sp in spans.items()},
+                "stats": stats,
             }
             records.append(record)
-            rewards.append({"name": item.name, "value": item.value, "reason": item.reason, "block": item.block,
-                            "q": q_k, "stats": stats, "span_masks": masks})
-        responses.append({"prompt_index": s.prompt_index, "sample": s.sample, "prompt": s.prompt,
-                          "response_text": text, "tokens": tokens, "rewards": rewards})
+            rewards.append(
+                {
+                    "name": item.name,
+                    "value": item.value,
+                    "reason": item.reason,
+                    "block": item.block,
+                    "q": q_k,
+                    "stats": stats,
+                    "span_masks": masks,
+                }
+            )
+        responses.append(
+            {
+                "prompt_index": s.prompt_index,
+                "sample": s.sample,
+                "prompt": s.prompt,
+                "response_text": text,
+                "tokens": tokens,
+                "rewards": rewards,
+            }
+        )
     summary = summarize([r for r in records if r["replayed"]])
     summary["pairs_total"] = len(records)
     summary["pairs_replayed"] = sum(r["replayed"] for r in records)
     return records, responses, summary
 
 
-def write_outputs(out_dir: Path, records: Sequence[dict], responses: Sequence[dict], summary: dict,
-                  run_info: dict) -> dict[str, Path]:
+def write_outputs(
+    out_dir: Path, records: Sequence[dict], responses: Sequence[dict], summary: dict, run_info: dict
+) -> dict[str, Path]:
     """Write index.html, relevance.jsonl and summary.json into ``out_dir``; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"html": out_dir / "index.html", "jsonl": out_dir / "relevance.jsonl", "summary": out_dir / "summary.json"}
     write_jsonl(paths["jsonl"], records)
-    paths["summary"].write_text(json.dumps({"run": run_info, **summary}, indent=2, ensure_ascii=False) + "\n",
-                                encoding="utf-8")
+    paths["summary"].write_text(
+        json.dumps({"run": run_info, **summary}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     paths["html"].write_text(render_page(summary, responses, run_info), encoding="utf-8")
     return paths
 
 
-def run(model: str, data: str | None, out: str, responses: str | None = None, task: str | None = None,
-        limit: int | None = None, samples_per_prompt: int = 2, max_new_tokens: int = 128,
-        temperature: float = 1.0, seed: int = 0, micro_batch_size: int = 4) -> dict[str, Path]:
+def run(
+    model: str,
+    data: str | None,
+    out: str,
+    responses: str | None = None,
+    task: str | None = None,
+    limit: int | None = None,
+    samples_per_prompt: int = 2,
+    max_new_tokens: int = 128,
+    temperature: float = 1.0,
+    seed: int = 0,
+    micro_batch_size: int = 4,
+) -> dict[str, Path]:
     """Everything ``python -m mrtpo_openrlhf.diagnose`` does; returns the written paths."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -323,7 +395,13 @@ def run(model: str, data: str | None, out: str, responses: str | None = None, ta
         source = display_path(data_path)
     replay_temperature = temperature if temperature > 0 else 1.0
     records, views, summary = diagnose(lm, tokenizer, task, samples, replay_temperature, micro_batch_size)
-    run_info = {"model": model if model == "smollm2" else display_path(model_path), "task": task, "data": source,
-                "responses": len(samples), "pairs replayed": f'{summary["pairs_replayed"]}/{summary["pairs_total"]}',
-                "temperature": temperature, "seconds": round(time.time() - t0, 1)}
+    run_info = {
+        "model": model if model == "smollm2" else display_path(model_path),
+        "task": task,
+        "data": source,
+        "responses": len(samples),
+        "pairs replayed": f"{summary['pairs_replayed']}/{summary['pairs_total']}",
+        "temperature": temperature,
+        "seconds": round(time.time() - t0, 1),
+    }
     return write_outputs(Path(out).expanduser(), records, views, summary, run_info)

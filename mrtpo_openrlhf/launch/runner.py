@@ -381,10 +381,16 @@ def run_openrlhf_cpu(
             )
             sampler = threading.Thread(target=sample_memory, daemon=True)
             sampler.start()
-            watchdog = RunWatchdog(metrics_path, lambda: stop_processes([proc.pid], None, 5.0),
-                                   progress or (lambda text: say(text + "\n")), label=label,
-                                   total_steps=total_steps, stall_seconds=stall_timeout, wall_seconds=timeout,
-                                   watch=[head.temp_dir])
+            watchdog = RunWatchdog(
+                metrics_path,
+                lambda: stop_processes([proc.pid], None, 5.0),
+                progress or (lambda text: say(text + "\n")),
+                label=label,
+                total_steps=total_steps,
+                stall_seconds=stall_timeout,
+                wall_seconds=timeout,
+                watch=[head.temp_dir],
+            )
             with watchdog:
                 for line in proc.stdout:
                     watchdog.alive()

@@ -5,6 +5,7 @@ that other programs leave), so the run is judged by activity instead: a new outp
 growth of the files under the watched folders (Ray's session logs) resets the stall clock. Only a run with no sign
 of life for ``stall_seconds`` is stopped. An optional wall limit (``wall_seconds``) remains for batch jobs.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,10 +49,18 @@ class RunWatchdog:
     it prints. ``reason`` is ``"stalled"`` or ``"timed out"`` once ``stop`` was called, else None.
     """
 
-    def __init__(self, metrics: Path, stop: Callable[[], None], say: Callable[[str], None],
-                 label: str = "[mrtpo.launch] run",
-                 total_steps: Optional[int] = None, stall_seconds: Optional[float] = STALL_SECONDS,
-                 wall_seconds: Optional[float] = None, watch: Sequence[Path] = (), poll_seconds: float = 5.0):
+    def __init__(
+        self,
+        metrics: Path,
+        stop: Callable[[], None],
+        say: Callable[[str], None],
+        label: str = "[mrtpo.launch] run",
+        total_steps: Optional[int] = None,
+        stall_seconds: Optional[float] = STALL_SECONDS,
+        wall_seconds: Optional[float] = None,
+        watch: Sequence[Path] = (),
+        poll_seconds: float = 5.0,
+    ):
         if stall_seconds is not None and stall_seconds <= 0:
             raise ValueError(f"stall_seconds must be positive, got {stall_seconds}")
         self.metrics, self.stop_run, self.say, self.label = Path(metrics), stop, say, label
@@ -88,8 +97,11 @@ class RunWatchdog:
             if self.wall_seconds is not None and now - self.started > self.wall_seconds:
                 self._stop("timed out", f"the wall limit of {fmt_minutes(self.wall_seconds)} was reached")
             elif self.stall_seconds is not None and now - self.last_activity > self.stall_seconds:
-                self._stop("stalled", f"no output, no new step and no log growth for "
-                                      f"{fmt_minutes(now - self.last_activity)} (after step {self.steps_seen})")
+                self._stop(
+                    "stalled",
+                    f"no output, no new step and no log growth for "
+                    f"{fmt_minutes(now - self.last_activity)} (after step {self.steps_seen})",
+                )
 
     def _stop(self, reason: str, why: str) -> None:
         self.reason = reason
@@ -109,9 +121,11 @@ class RunWatchdog:
 def stop_advice(reason: Optional[str]) -> str:
     """What to do after the watchdog stopped a run (empty when it did not)."""
     if reason == "stalled":
-        return ("the run showed no sign of life for the stall limit. If another program is busy on this machine, "
-                "Ray's workers (nice 15) only get what it leaves: stop it or raise --stall-timeout; else read the "
-                "log's last lines for a hang (a Ray actor that died, a deadlock between ranks).")
+        return (
+            "the run showed no sign of life for the stall limit. If another program is busy on this machine, "
+            "Ray's workers (nice 15) only get what it leaves: stop it or raise --stall-timeout; else read the "
+            "log's last lines for a hang (a Ray actor that died, a deadlock between ranks)."
+        )
     if reason == "timed out":
         return "the run hit --timeout; raise it (or drop it: the stall limit alone stops a run that hangs)."
     return ""

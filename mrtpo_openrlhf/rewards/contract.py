@@ -18,6 +18,7 @@ Keys (one response, K rewards, K may differ between prompts but not inside a pro
 ``rewards`` is the plain sum of the K values (what GRPO sees); ``scores`` is the task's primary reward.
 Numeric per-task logs (same keys for every response of a task) may be added as floats.
 """
+
 from __future__ import annotations
 
 import json
@@ -156,8 +157,10 @@ def check_batch_arguments(queries: Any, prompts: Any, labels: Any) -> tuple[list
             raise TypeError(f"reward_func: {name} must be a list (one entry per response), got {type(value).__name__}")
     lengths = {name: len(value) for name, value in args.items()}
     if len(set(lengths.values())) != 1:
-        raise ValueError("reward_func: queries, prompts and labels must have one entry per response; got lengths "
-                         + ", ".join(f"{k}={v}" for k, v in lengths.items()))
+        raise ValueError(
+            "reward_func: queries, prompts and labels must have one entry per response; got lengths "
+            + ", ".join(f"{k}={v}" for k, v in lengths.items())
+        )
     return list(queries), list(prompts), list(labels)
 
 

@@ -20,6 +20,7 @@
 
 Every arm of one seed gets the same data order, rollout seed and initial model (``--train.seed``).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field

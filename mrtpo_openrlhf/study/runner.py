@@ -13,6 +13,7 @@ Layout of a study folder (default ``runs/study/<name>``)::
 CPU backend: the embedded default's flags and private-Ray launcher (``launch.default``/``launch.runner``).
 GPU backend: ``examples/scripts/train_*_<task>.sh`` with the config as environment (the paper-scale scripts).
 """
+
 from __future__ import annotations
 
 import json
@@ -58,9 +59,22 @@ def cpu_flags(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path) -> 
     from mrtpo_openrlhf.launch.default import mrtpo_cpu_args
 
     spec = ARMS[arm]
-    flags = mrtpo_cpu_args(cfg.task, spec.estimator, model, out, cfg.steps, cfg.prompts_per_step,
-                           cfg.samples_per_prompt, cfg.max_new_tokens, cfg.beta, cfg.warmup_steps,
-                           cfg.data_path(), lr=cfg.lr, temperature=cfg.temperature, seed=seed)
+    flags = mrtpo_cpu_args(
+        cfg.task,
+        spec.estimator,
+        model,
+        out,
+        cfg.steps,
+        cfg.prompts_per_step,
+        cfg.samples_per_prompt,
+        cfg.max_new_tokens,
+        cfg.beta,
+        cfg.warmup_steps,
+        cfg.data_path(),
+        lr=cfg.lr,
+        temperature=cfg.temperature,
+        seed=seed,
+    )
     return flags + spec.flags() + list(cfg.extra_args)
 
 
@@ -72,15 +86,33 @@ def gpu_command(cfg: StudyConfig, arm: str, seed: int, out: Path) -> tuple[list[
         raise ValueError(f"task {cfg.task!r} has no GPU script (gpu_script in mrtpo_openrlhf/tasks.py)")
     script = REPO_ROOT / "examples" / "scripts" / script_name
     # The placement settings only where the estimator reads them (the CLI warns about flags without effect).
-    method = ({"PLACEMENT": spec.placement or "mrtpo", "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps)}
-              if spec.estimator == "mrtpo" else {})
-    env = {"MRTPO_GPU": "1", "ESTIMATOR": spec.estimator, **method,
-           "MODEL": cfg.model, "DATA": str(cfg.data_path()), "OUT": str(out), "SEED": str(seed),
-           "LR": str(cfg.lr), "N_SAMPLES": str(cfg.samples_per_prompt), "ROLLOUT_BATCH": str(cfg.prompts_per_step),
-           "MAX_NEW_TOKENS": str(cfg.max_new_tokens), "RUN_NAME": f"{cfg.name}-{arm}-seed{seed}",
-           **{k: str(v) for k, v in cfg.env.items()}}
-    args = ["--data.max_samples", str(cfg.steps * cfg.prompts_per_step),
-            "--rollout.temperature", str(cfg.temperature), *cfg.extra_args]
+    method = (
+        {"PLACEMENT": spec.placement or "mrtpo", "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps)}
+        if spec.estimator == "mrtpo"
+        else {}
+    )
+    env = {
+        "MRTPO_GPU": "1",
+        "ESTIMATOR": spec.estimator,
+        **method,
+        "MODEL": cfg.model,
+        "DATA": str(cfg.data_path()),
+        "OUT": str(out),
+        "SEED": str(seed),
+        "LR": str(cfg.lr),
+        "N_SAMPLES": str(cfg.samples_per_prompt),
+        "ROLLOUT_BATCH": str(cfg.prompts_per_step),
+        "MAX_NEW_TOKENS": str(cfg.max_new_tokens),
+        "RUN_NAME": f"{cfg.name}-{arm}-seed{seed}",
+        **{k: str(v) for k, v in cfg.env.items()},
+    }
+    args = [
+        "--data.max_samples",
+        str(cfg.steps * cfg.prompts_per_step),
+        "--rollout.temperature",
+        str(cfg.temperature),
+        *cfg.extra_args,
+    ]
     return ["bash", str(script), *args], env
 
 
@@ -88,9 +120,17 @@ def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001 - signal handler signa
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[str] | None = None,
-              seeds: list[int] | None = None, timeout: float | None = None, say: Callable[[str], None] = print,
-              results: Path | None = None, stall_timeout: float | None = STALL_SECONDS) -> int:
+def run_study(
+    cfg: StudyConfig,
+    root: Path,
+    dry_run: bool = False,
+    only: list[str] | None = None,
+    seeds: list[int] | None = None,
+    timeout: float | None = None,
+    say: Callable[[str], None] = print,
+    results: Path | None = None,
+    stall_timeout: float | None = STALL_SECONDS,
+) -> int:
     """Run what is not done yet; return the number of runs that failed (0: every selected run is done).
 
     results: the committed results folder (``docs/results/<name>``): each finished run's small files are copied to
@@ -101,8 +141,10 @@ def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[st
     pub = (lambda a, s: run_dir(Path(results).resolve() / "runs", a, s)) if results else (lambda a, s: None)
     runs = [(a, s) for a, s in cfg.runs() if (not only or a in only) and (not seeds or s in seeds)]
     todo = [(a, s) for a, s in runs if not is_done(run_dir(root, a, s), pub(a, s))]
-    say(f"[study] {cfg.name}: {len(runs)} runs ({len(runs) - len(todo)} already done), backend {cfg.backend}, "
-        f"folder {root}")
+    say(
+        f"[study] {cfg.name}: {len(runs)} runs ({len(runs) - len(todo)} already done), backend {cfg.backend}, "
+        f"folder {root}"
+    )
     if not dry_run:
         root.mkdir(parents=True, exist_ok=True)
         (root / "study.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
@@ -128,18 +170,30 @@ def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[st
         durations.append(float(json.loads((out / RESULT).read_text())["seconds"]) if ok else time.time() - t_start)
         failed += not ok
     if not dry_run:
-        say(f"[study] finished in {fmt_minutes(time.time() - t_start)}: {len(todo) - failed} ran, {failed} failed; "
-            f"report: python -m mrtpo_openrlhf.study report {root}")
+        say(
+            f"[study] finished in {fmt_minutes(time.time() - t_start)}: {len(todo) - failed} ran, {failed} failed; "
+            f"report: python -m mrtpo_openrlhf.study report {root}"
+        )
     return failed
 
 
-def _run_one(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path | None, dry_run: bool,
-             timeout: float | None, stall_timeout: float | None, say: Callable[[str], None]) -> bool:
+def _run_one(
+    cfg: StudyConfig,
+    arm: str,
+    seed: int,
+    out: Path,
+    model: Path | None,
+    dry_run: bool,
+    timeout: float | None,
+    stall_timeout: float | None,
+    say: Callable[[str], None],
+) -> bool:
     if cfg.backend == "gpu":
         command, env = gpu_command(cfg, arm, seed, out)
         if dry_run:  # the script's own DRY_RUN prints the exact OpenRLHF command line it would run
-            proc = subprocess.run(command, env={**os.environ, **env, "DRY_RUN": "1"}, capture_output=True, text=True,
-                                  check=False)
+            proc = subprocess.run(
+                command, env={**os.environ, **env, "DRY_RUN": "1"}, capture_output=True, text=True, check=False
+            )
             if proc.returncode != 0:
                 raise RuntimeError(f"{shlex.join(command)} --dry-run failed: {proc.stderr.strip()[-500:]}")
             say(proc.stdout.strip().splitlines()[-1])
@@ -153,20 +207,39 @@ def _run_one(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path | Non
     if out.exists():  # an interrupted run: from scratch
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    (out / "config.json").write_text(json.dumps({"study": cfg.to_dict(), "arm": arm, "seed": seed,
-                                                 "estimator": ARMS[arm].estimator,
-                                                 "placement": ARMS[arm].placement}, indent=2) + "\n")
-    (out / "command.txt").write_text(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
-                                     + shlex.join(command) + "\n")
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "study": cfg.to_dict(),
+                "arm": arm,
+                "seed": seed,
+                "estimator": ARMS[arm].estimator,
+                "placement": ARMS[arm].placement,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    (out / "command.txt").write_text(
+        " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(command) + "\n"
+    )
     t0, load_start = time.time(), os.getloadavg()[1]
     label = f"[study]   {arm} seed {seed}"
     if cfg.backend == "gpu":
         with open(out / "train.log", "w") as log:
-            proc = subprocess.Popen(command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-            watchdog = RunWatchdog(out / "metrics.jsonl", lambda: stop_processes([proc.pid], None, 10.0), say,
-                                   label=label, total_steps=cfg.steps, stall_seconds=stall_timeout,
-                                   wall_seconds=timeout, watch=[out])
+            proc = subprocess.Popen(
+                command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            watchdog = RunWatchdog(
+                out / "metrics.jsonl",
+                lambda: stop_processes([proc.pid], None, 10.0),
+                say,
+                label=label,
+                total_steps=cfg.steps,
+                stall_seconds=stall_timeout,
+                wall_seconds=timeout,
+                watch=[out],
+            )
             try:
                 with watchdog:
                     proc.wait()
@@ -175,33 +248,61 @@ def _run_one(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path | Non
                     stop_processes([proc.pid], None, 10.0)
         ok, returncode, peak = proc.returncode == 0 and watchdog.reason is None, proc.returncode, 0
         if not ok:
-            say(f"{label}: exit {returncode}{f' ({watchdog.reason})' if watchdog.reason else ''} "
-                f"(log: {out / 'train.log'})")
+            say(
+                f"{label}: exit {returncode}{f' ({watchdog.reason})' if watchdog.reason else ''} "
+                f"(log: {out / 'train.log'})"
+            )
     else:
         from mrtpo_openrlhf.launch.default import check_run
 
-        res = run_openrlhf_cpu("mrtpo_openrlhf.cli.train_ppo_ray", flags, out, num_cpus=8, num_gpus=2,
-                               timeout=timeout, echo=False, stall_timeout=stall_timeout, total_steps=cfg.steps,
-                               label=label, progress=say)
-        problems = check_run(res.metrics_path, ARMS[arm].estimator) if res.ok else [
-            f"exit {res.returncode}" + (f" ({res.stopped}: {stop_advice(res.stopped)})" if res.stopped else "")]
+        res = run_openrlhf_cpu(
+            "mrtpo_openrlhf.cli.train_ppo_ray",
+            flags,
+            out,
+            num_cpus=8,
+            num_gpus=2,
+            timeout=timeout,
+            echo=False,
+            stall_timeout=stall_timeout,
+            total_steps=cfg.steps,
+            label=label,
+            progress=say,
+        )
+        problems = (
+            check_run(res.metrics_path, ARMS[arm].estimator)
+            if res.ok
+            else [f"exit {res.returncode}" + (f" ({res.stopped}: {stop_advice(res.stopped)})" if res.stopped else "")]
+        )
         ok, returncode, peak = not problems, res.returncode, res.peak_rss_bytes
         for p in problems:
             say(f"{label}: {p} (log: {res.log_path})")
     seconds = time.time() - t0
-    steps = sum(1 for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()) \
-        if (out / "metrics.jsonl").exists() else 0
+    steps = (
+        sum(1 for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip())
+        if (out / "metrics.jsonl").exists()
+        else 0
+    )
     if ok and steps < cfg.steps:
         say(f"[study]   {arm} seed {seed}: only {steps}/{cfg.steps} steps were logged")
         ok = False
     if ok:
         import torch
 
-        (out / RESULT).write_text(json.dumps({"returncode": returncode, "seconds": round(seconds, 1),
-                                              "steps": steps, "peak_rss_gib": round(peak / 2**30, 2),
-                                              "cpu": torch.backends.cpu.get_cpu_capability(),
-                                              # other work on the machine slows Ray's low-priority workers
-                                              "loadavg_5min_start_end": [load_start, os.getloadavg()[1]],
-                                              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=2) + "\n")
+        (out / RESULT).write_text(
+            json.dumps(
+                {
+                    "returncode": returncode,
+                    "seconds": round(seconds, 1),
+                    "steps": steps,
+                    "peak_rss_gib": round(peak / 2**30, 2),
+                    "cpu": torch.backends.cpu.get_cpu_capability(),
+                    # other work on the machine slows Ray's low-priority workers
+                    "loadavg_5min_start_end": [load_start, os.getloadavg()[1]],
+                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         say(f"[study]   {arm} seed {seed}: done in {fmt_minutes(seconds)}")
     return ok

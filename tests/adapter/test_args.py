@@ -1,4 +1,5 @@
 """The argument hook: new flags parsed, upstream flags and validation intact, bad combinations rejected."""
+
 import argparse
 import runpy
 
@@ -34,9 +35,21 @@ def parse_upstream(argv, monkeypatch):
 
 
 def test_new_flags_and_estimators_parse(monkeypatch):
-    args = parse_upstream(BASE + ["--algo.advantage.estimator", "mrtpo", "--algo.mrtpo.beta", "0.25",
-                                  "--algo.mrtpo.cap", "2", "--algo.mrtpo.placement", "shuffle",
-                                  "--algo.kl.use_loss"], monkeypatch)
+    args = parse_upstream(
+        BASE
+        + [
+            "--algo.advantage.estimator",
+            "mrtpo",
+            "--algo.mrtpo.beta",
+            "0.25",
+            "--algo.mrtpo.cap",
+            "2",
+            "--algo.mrtpo.placement",
+            "shuffle",
+            "--algo.kl.use_loss",
+        ],
+        monkeypatch,
+    )
     d = vars(args)
     assert d["algo.advantage.estimator"] == "mrtpo"
     assert d["algo.mrtpo.beta"] == 0.25 and d["algo.mrtpo.cap"] == 2.0 and d["algo.mrtpo.placement"] == "shuffle"
@@ -44,10 +57,16 @@ def test_new_flags_and_estimators_parse(monkeypatch):
     # upstream flags are still there with their defaults
     assert d["algo.kl.use_loss"] is True and d["actor.model_name_or_path"] == "m"
     assert d["rollout.n_samples_per_prompt"] == 4
-    assert parse_upstream(BASE + ["--algo.advantage.estimator", "gdpo"], monkeypatch).__dict__[
-        "algo.advantage.estimator"] == "gdpo"
-    assert parse_upstream(BASE + ["--algo.advantage.estimator", "group_norm"], monkeypatch).__dict__[
-        "algo.advantage.estimator"] == "group_norm"
+    assert (
+        parse_upstream(BASE + ["--algo.advantage.estimator", "gdpo"], monkeypatch).__dict__["algo.advantage.estimator"]
+        == "gdpo"
+    )
+    assert (
+        parse_upstream(BASE + ["--algo.advantage.estimator", "group_norm"], monkeypatch).__dict__[
+            "algo.advantage.estimator"
+        ]
+        == "group_norm"
+    )
 
 
 def test_upstream_choices_still_validated(monkeypatch, capsys):
@@ -56,14 +75,17 @@ def test_upstream_choices_still_validated(monkeypatch, capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--rollout.n_samples_per_prompt", "1"], "n_samples_per_prompt must be >= 2"),
-    (["--train.async_enable"], "synchronous trainer"),
-    (["--ds.ring_attn_size", "2"], "ring attention"),
-    (["--ds.tensor_parallel_size", "2"], "tensor parallel"),
-    (["--algo.mrtpo.beta", "1.5"], "beta must be in [0, 1]"),
-    (["--algo.mrtpo.cap", "0.5"], "cap must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--rollout.n_samples_per_prompt", "1"], "n_samples_per_prompt must be >= 2"),
+        (["--train.async_enable"], "synchronous trainer"),
+        (["--ds.ring_attn_size", "2"], "ring attention"),
+        (["--ds.tensor_parallel_size", "2"], "tensor parallel"),
+        (["--algo.mrtpo.beta", "1.5"], "beta must be in [0, 1]"),
+        (["--algo.mrtpo.cap", "0.5"], "cap must be >= 1"),
+    ],
+)
 def test_bad_combinations_rejected_with_clear_message(monkeypatch, capsys, extra, message):
     with pytest.raises(SystemExit) as exc:
         parse_upstream(BASE + ["--algo.advantage.estimator", "mrtpo"] + extra, monkeypatch)
@@ -118,19 +140,34 @@ def test_defaults_and_choices_come_from_the_core(monkeypatch):
     assert set(ADVANTAGE_ESTIMATORS) <= set(by_dest["algo.advantage.estimator"].choices)
 
 
-@pytest.mark.parametrize("estimator, extra, warned", [
-    ("gdpo", ["--algo.mrtpo.beta", "0.3", "--algo.mrtpo.cap=2"], ["--algo.mrtpo.beta", "--algo.mrtpo.cap"]),
-    ("gdpo", ["--algo.mrtpo.eps", "1e-3", "--algo.mrtpo.reward_weighting", "saw"], []),  # gdpo reads these
-    ("group_norm", ["--algo.mrtpo.eps", "1e-3", "--algo.mrtpo.warmup", "3"],
-     ["--algo.mrtpo.eps", "--algo.mrtpo.warmup_steps"]),  # an abbreviated flag counts too
-    ("group_norm", [], []),
-    ("mrtpo", ["--algo.mrtpo.beta", "0.3", "--algo.mrtpo.chunk_size", "8"], []),
-])
+@pytest.mark.parametrize(
+    "estimator, extra, warned",
+    [
+        ("gdpo", ["--algo.mrtpo.beta", "0.3", "--algo.mrtpo.cap=2"], ["--algo.mrtpo.beta", "--algo.mrtpo.cap"]),
+        ("gdpo", ["--algo.mrtpo.eps", "1e-3", "--algo.mrtpo.reward_weighting", "saw"], []),  # gdpo reads these
+        (
+            "group_norm",
+            ["--algo.mrtpo.eps", "1e-3", "--algo.mrtpo.warmup", "3"],
+            ["--algo.mrtpo.eps", "--algo.mrtpo.warmup_steps"],
+        ),  # an abbreviated flag counts too
+        ("group_norm", [], []),
+        ("mrtpo", ["--algo.mrtpo.beta", "0.3", "--algo.mrtpo.chunk_size", "8"], []),
+    ],
+)
 def test_flags_without_effect_are_warned_about(monkeypatch, capsys, estimator, extra, warned):
     """Issue 13: under gdpo or an upstream estimator, an --algo.mrtpo.* flag the user gave that the estimator does
     not read is named in one warning line; defaults (flags not given) never warn."""
-    argv = ["--actor.model_name_or_path", "m", "--rollout.n_samples_per_prompt", "4", "--reward.remote_url", "r.py",
-            "--algo.advantage.estimator", estimator, *extra]
+    argv = [
+        "--actor.model_name_or_path",
+        "m",
+        "--rollout.n_samples_per_prompt",
+        "4",
+        "--reward.remote_url",
+        "r.py",
+        "--algo.advantage.estimator",
+        estimator,
+        *extra,
+    ]
     parse_upstream(argv, monkeypatch)
     lines = [line for line in capsys.readouterr().err.splitlines() if "no effect" in line]
     if not warned:

@@ -1,4 +1,5 @@
 """The experience maker's advantages against naive loops (naive_reference.py) on hand-built experiences."""
+
 import random
 from types import SimpleNamespace
 
@@ -32,8 +33,11 @@ def rollout(seed=0, groups=2, n=4, vocab=101, truncate=0):
             values = [float(rng.random() < 0.5) for _ in NAMES]
             error_block = "no such column: nme" if not values[1] else ""
             blocks = ["Answer in one SQL block.", error_block, "SELECT name FROM users"]
-            exps.append(gen._process_response_into_experience(
-                vllm_response(prompt_ids[truncate:], resp, prompt_text, NAMES, values, blocks), max_len=256))
+            exps.append(
+                gen._process_response_into_experience(
+                    vllm_response(prompt_ids[truncate:], resp, prompt_text, NAMES, values, blocks), max_len=256
+                )
+            )
     return exps
 
 
@@ -56,7 +60,7 @@ def micro_batches(samples, size, seed):
         s.index = [i]
     order = list(range(len(samples)))
     random.Random(seed).shuffle(order)
-    batches = [[samples[i] for i in order[j:j + size]] for j in range(0, len(order), size)]
+    batches = [[samples[i] for i in order[j : j + size]] for j in range(0, len(order), size)]
     return [Experience.concat_experiences(batch, 0) for batch in batches]
 
 
@@ -93,11 +97,21 @@ def test_mrtpo_advantages_equal_naive_reference(seed, tiny_llama, char_tokenizer
     import naive_reference as ref
 
     A = ref.group_advantages(R.tolist(), 4)
-    reqs = [request_from_text(char_tokenizer, prompts[i], blocks[i], spans[i][1],
-                              [k for k in range(3) if A[i][k] != 0 and blocks[i][k]], "\n") for i in range(len(R))]
+    reqs = [
+        request_from_text(
+            char_tokenizer,
+            prompts[i],
+            blocks[i],
+            spans[i][1],
+            [k for k in range(3) if A[i][k] != 0 and blocks[i][k]],
+            "\n",
+        )
+        for i in range(len(R))
+    ]
     q_list, _ = replay_relevance(tiny_llama, reqs, num_rewards=3, temperature=0.9, chunk_size=5)
-    rows = [ref.capped_token_advantages(A[i], q_list[i, :, :len(spans[i][1])].tolist(), 0.5, 2.0)
-            for i in range(len(R))]
+    rows = [
+        ref.capped_token_advantages(A[i], q_list[i, :, : len(spans[i][1])].tolist(), 0.5, 2.0) for i in range(len(R))
+    ]
     expected = ref.batch_step(rows, [sum(a) for a in A])
     for e in out:
         for row, g in enumerate(e.index):
@@ -113,7 +127,7 @@ def test_mrtpo_advantages_equal_naive_reference(seed, tiny_llama, char_tokenizer
     assert 0 < metrics["mrtpo/replayed_pairs_frac"] <= 1
     assert "reward/execution/mean" in metrics and "mrtpo/execution/top20_share" in metrics
     # same number of forwards on every rank
-    (_, kwargs), = m.actor_model_group.calls
+    ((_, kwargs),) = m.actor_model_group.calls
     assert len(set(kwargs["min_forwards"])) == 1
 
 
@@ -200,7 +214,7 @@ def test_ablation_placements_keep_each_response_credit(placement, tiny_llama, ch
             assert vals.mean().item() == pytest.approx(ref[g].item(), abs=1e-4)  # placement moves, total stays
             moved |= not torch.allclose(vals, ref[g].expand_as(vals), atol=1e-4)
     assert moved  # the replay did place something
-    (_, kwargs), = m.actor_model_group.calls
+    ((_, kwargs),) = m.actor_model_group.calls
     requests = [r for rank in kwargs["requests"] for r in rank]
     if placement == "joint":
         assert all(list(r.minus_contexts) == [JOINT] for r in requests)
@@ -255,13 +269,13 @@ def test_replay_contexts_start_from_the_rollout_prompt_ids(placement, tiny_llama
     m = maker(make_args(beta=0.5, placement=placement), tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(samples, 3, 4))
     assert all(torch.isfinite(e.advantages).all() for e in out)
-    (_, kwargs), = m.actor_model_group.calls
+    ((_, kwargs),) = m.actor_model_group.calls
     requests = [r for rank in kwargs["requests"] for r in rank]
     assert requests or placement == "joint"
     by_prompt = {tuple(p) for p in prompt_ids}
     for r in requests:
         # no chat template here: added blocks go after the prompt the policy saw
-        assert any(tuple(r.full_context[:len(p)]) in by_prompt for p in prompt_ids)
+        assert any(tuple(r.full_context[: len(p)]) in by_prompt for p in prompt_ids)
         assert 0 not in r.minus_contexts  # the format block sits in the (truncated) prompt text
     metrics = m.pop_metrics()
     assert metrics["mrtpo/skipped_pairs/prompt_ids_mismatch"] > 0
@@ -287,7 +301,7 @@ def test_recorded_spans_decide_which_blocks_are_cut(tiny_llama, char_tokenizer):
             exps.append(gen._process_response_into_experience(r, max_len=256))
     m = maker(make_args(beta=0.5), tiny_llama, char_tokenizer)
     m.compute_advantages_and_returns(micro_batches(exps, 4, 0))
-    (_, kwargs), = m.actor_model_group.calls
+    ((_, kwargs),) = m.actor_model_group.calls
     requests = [r for rank in kwargs["requests"] for r in rank]
     enc = lambda text: char_tokenizer(text)["input_ids"]  # noqa: E731
     assert requests
@@ -331,6 +345,7 @@ def test_nonfinite_reward_is_an_absent_reward(bad, tiny_llama, char_tokenizer):
 def test_json_list_rewards_with_length_penalty(tiny_llama, char_tokenizer):
     """Issue 10 item 9: (B, 1) rewards (upstream's tensor of a JSON-list reward) with a length penalty give the same
     advantages as (B,) rewards instead of raising."""
+
     def run(shape_b1):
         samples = rollout(13)
         for s in samples:
@@ -356,8 +371,10 @@ def reward_func_samples(fail_on, fresh_func_per_call=False):
     def score_one(query, prompt, label):
         if query in fail_on:
             raise RuntimeError("verifier crashed")
-        items = [RewardItem("format", float(len(query) % 2)),
-                 RewardItem("execution", float(len(query) % 3 == 0), "SELECT 1")]
+        items = [
+            RewardItem("format", float(len(query) % 2)),
+            RewardItem("execution", float(len(query) % 3 == 0), "SELECT 1"),
+        ]
         return RewardVector(items, primary="execution", logs={"sql_has_query": 1.0})
 
     def make():
@@ -421,11 +438,19 @@ def test_reward_clip_range_applies_to_the_response_advantage(estimator, tiny_lla
     args = make_args(estimator=estimator, beta=0.5)
     args.reward.clip_range = (-0.5, 0.7)
     m = maker(args, tiny_llama, char_tokenizer)
-    clipped = {g: e.advantages[row][e.action_mask[row].bool()] for e in m.compute_advantages_and_returns(
-        micro_batches(samples, 3, 0)) for row, g in enumerate(e.index)}
+    clipped = {
+        g: e.advantages[row][e.action_mask[row].bool()]
+        for e in m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+        for row, g in enumerate(e.index)
+    }
     args.reward.clip_range = None
-    free = {g: e.advantages[row][e.action_mask[row].bool()] for e in maker(args, tiny_llama, char_tokenizer)
-            .compute_advantages_and_returns(micro_batches(rollout(15), 3, 0)) for row, g in enumerate(e.index)}
+    free = {
+        g: e.advantages[row][e.action_mask[row].bool()]
+        for e in maker(args, tiny_llama, char_tokenizer).compute_advantages_and_returns(
+            micro_batches(rollout(15), 3, 0)
+        )
+        for row, g in enumerate(e.index)
+    }
     A = ref.group_advantages(R.tolist(), 4)
     S = [sum(row) for row in A]
     level = [row[0] for row in ref.batch_step([[x] for x in S], S)]
@@ -471,8 +496,11 @@ def test_length_penalty_keeps_its_size(estimator, tiny_llama, char_tokenizer):
     args.rollout.max_new_tokens = 9
     args.reward.overlong_buffer_len, args.reward.overlong_penalty_factor = 4, 1.0
     m = maker(args, tiny_llama, char_tokenizer)
-    out = {g: e.advantages[row][e.action_mask[row].bool()] for e in m.compute_advantages_and_returns(
-        micro_batches(samples, 3, 0)) for row, g in enumerate(e.index)}
+    out = {
+        g: e.advantages[row][e.action_mask[row].bool()]
+        for e in m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+        for row, g in enumerate(e.index)
+    }
     A = ref.group_advantages(R.tolist(), 4)
     S = [sum(row) for row in A]
     level = [row[0] for row in ref.batch_step([[x] for x in S], S)]
@@ -496,8 +524,11 @@ def test_saw_weights_per_reward_name(tiny_llama, char_tokenizer):
     for s, n in zip(samples, names):
         s.info["mrtpo_names"] = [n]
     m = maker(make_args(estimator="gdpo", weighting="saw"), tiny_llama, char_tokenizer)
-    out = {g: e.advantages[row][e.action_mask[row].bool()] for e in m.compute_advantages_and_returns(
-        micro_batches(samples, 3, 0)) for row, g in enumerate(e.index)}
+    out = {
+        g: e.advantages[row][e.action_mask[row].bool()]
+        for e in m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+        for row, g in enumerate(e.index)
+    }
     cv = {}
     for name in "abc":
         vals = [R[g, k].item() for g in range(len(R)) for k in range(3) if names[g][k] == name]
@@ -541,6 +572,7 @@ def test_central_path_against_naive_loops(cap, monkeypatch, tiny_llama, char_tok
 
 def test_mrtpo_at_beta_zero_equals_gdpo(tiny_llama, char_tokenizer):
     """beta = 0 (and the default cap) reproduces GDPO through the experience maker: max abs diff < 1e-6."""
+
     def run(estimator, beta):
         args = make_args(estimator=estimator, beta=beta, cap=2.0, use_kl_loss=False)
         exps = micro_batches(rollout(20), 3, 1)
@@ -561,8 +593,16 @@ def test_replay_runs_in_eval_mode_with_dropout(char_tokenizer):
     from mrtpo_openrlhf.core import request_from_ids
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=101, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, attention_dropout=0.5, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=101,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attention_dropout=0.5,
+        max_position_embeddings=256,
+    )
     model = LlamaForCausalLM(cfg)
     model.config._attn_implementation = "eager"
     model.train()

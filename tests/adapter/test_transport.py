@@ -1,4 +1,5 @@
 """The reward vector travels through upstream's _process_response_into_experience and concat_experiences."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -27,8 +28,9 @@ def test_upstream_rejects_string_extra_logs():
 
 def test_vectors_survive_processing_and_concat():
     gen = generator(MRTPOSamplesGenerator)
-    r1 = vllm_response([1, 2, 3], [4, 5], "p1", ["format", "executable", "execution"], [1.0, 0.0, 1.0],
-                       ["fmt", "err", "gold"])
+    r1 = vllm_response(
+        [1, 2, 3], [4, 5], "p1", ["format", "executable", "execution"], [1.0, 0.0, 1.0], ["fmt", "err", "gold"]
+    )
     r2 = vllm_response([1, 2], [6, 7, 8, 9], "p2", ["c1", "c2"], [0.0, 1.0], ["no commas", ""])
     e1 = gen._process_response_into_experience(r1, max_len=64)
     e2 = gen._process_response_into_experience(r2, max_len=64)

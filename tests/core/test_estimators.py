@@ -1,6 +1,7 @@
 """The path training runs from rewards to token advantages (``response_advantages`` then
 ``ADVANTAGE_ESTIMATORS[name]``, as the experience maker calls them) against plain loops written from README's
 "The method, as implemented"; no helper of ``mrtpo_openrlhf.core`` is used by the reference."""
+
 import math
 import random
 
@@ -13,6 +14,7 @@ EPS = 1e-4
 
 
 # ── naive reference ──
+
 
 def mean(xs):
     return sum(xs) / len(xs)
@@ -88,6 +90,7 @@ def naive_token_advantages(R, present, n, q, lengths, beta, cap, mode, penalty, 
 
 # ── cases ──
 
+
 def make_case(seed, groups=3, n=4, K=3, T=9, joint=False):
     rng = random.Random(seed)
     B = groups * n
@@ -124,15 +127,18 @@ def run_training_path(name, R, present, n, q, lengths, settings, penalty, step, 
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("name, mode, cap, clip", [
-    ("gdpo", "mrtpo", 1.5, None),
-    ("gdpo", "mrtpo", None, (-0.5, 0.6)),
-    ("mrtpo", "mrtpo", 1.5, None),
-    ("mrtpo", "mrtpo", 1.0, (-0.5, 0.6)),
-    ("mrtpo", "mrtpo", None, None),
-    ("mrtpo", "uniform", 1.5, None),
-    ("mrtpo", "joint", 1.5, None),
-])
+@pytest.mark.parametrize(
+    "name, mode, cap, clip",
+    [
+        ("gdpo", "mrtpo", 1.5, None),
+        ("gdpo", "mrtpo", None, (-0.5, 0.6)),
+        ("mrtpo", "mrtpo", 1.5, None),
+        ("mrtpo", "mrtpo", 1.0, (-0.5, 0.6)),
+        ("mrtpo", "mrtpo", None, None),
+        ("mrtpo", "uniform", 1.5, None),
+        ("mrtpo", "joint", 1.5, None),
+    ],
+)
 def test_training_path_matches_naive_loops(seed, name, mode, cap, clip):
     R, present, lengths, q, penalty = make_case(seed, joint=mode == "joint")
     beta_max, warmup, step = 0.7, 4, 3 + seed % 3  # step 3: beta still ramping; 4, 5: beta_max
@@ -143,8 +149,9 @@ def test_training_path_matches_naive_loops(seed, name, mode, cap, clip):
     micro_batches = [order[:5], order[5:7], order[7:]]
     got = run_training_path(name, R, present, 4, q, lengths, settings, penalty, step, micro_batches)
     beta = 0.0 if name == "gdpo" else beta_max * min(1.0, step / warmup)
-    want, s = naive_token_advantages(R, present, 4, q, lengths, beta, cap, "uniform" if name == "gdpo" else mode,
-                                     penalty, clip)
+    want, s = naive_token_advantages(
+        R, present, 4, q, lengths, beta, cap, "uniform" if name == "gdpo" else mode, penalty, clip
+    )
     for i, row in enumerate(want):
         # float32 rounding of S (~1e-7) is divided by the batch std of S
         tol = 1e-4 * (1 + max(abs(x) for x in row)) + 1e-6 / (s + EPS)
@@ -157,8 +164,9 @@ def test_micro_batch_rows_equal_the_whole_batch_bit_for_bit():
     lengths = [9] * len(R)
     settings = MethodSettings(beta=0.5, warmup_steps=0, cap=1.5)
     whole = run_training_path("mrtpo", R, present, 4, q, lengths, settings, penalty, 0, [list(range(len(R)))])
-    split = run_training_path("mrtpo", R, present, 4, q, lengths, settings, penalty, 0, [[3, 0, 7], [1, 2],
-                                                                                         [4, 5, 6, 8, 9, 10, 11]])
+    split = run_training_path(
+        "mrtpo", R, present, 4, q, lengths, settings, penalty, 0, [[3, 0, 7], [1, 2], [4, 5, 6, 8, 9, 10, 11]]
+    )
     assert all(torch.equal(whole[i], split[i]) for i in whole)
 
 

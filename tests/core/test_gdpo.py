@@ -1,5 +1,6 @@
 """GDPO's response level against an independent reference written from the formula (eps 1e-4, Bessel), on the
 float32 path training runs (``response_advantages``)."""
+
 import math
 
 import pytest
@@ -123,10 +124,16 @@ def ref_masked_group_norm(rows, present, n):
 @given(st.integers(1, 3), st.integers(2, 5), st.integers(1, 3), st.data())
 def test_absent_values_take_no_part_in_group_statistics(groups, n, k, data):
     """Issue 10 item 2: an absent value (NaN included) neither shows up in nor shifts its group's statistics."""
-    rows = data.draw(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=k, max_size=k),
-                              min_size=groups * n, max_size=groups * n))
-    present = data.draw(st.lists(st.lists(st.booleans(), min_size=k, max_size=k), min_size=groups * n,
-                                 max_size=groups * n))
+    rows = data.draw(
+        st.lists(
+            st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=k, max_size=k),
+            min_size=groups * n,
+            max_size=groups * n,
+        )
+    )
+    present = data.draw(
+        st.lists(st.lists(st.booleans(), min_size=k, max_size=k), min_size=groups * n, max_size=groups * n)
+    )
     values = torch.tensor(rows)
     values[~torch.tensor(present)] = float("nan")
     got = group_normalize(values, n, EPS, torch.tensor(present))

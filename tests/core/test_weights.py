@@ -1,4 +1,5 @@
 """Invariants of credit weights, token advantages, the cap, the ablation modes and beta."""
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -134,8 +135,10 @@ def test_joint_mode_uses_one_profile():
     per_reward = torch.stack([torch.zeros(3), q[0]]).unsqueeze(0)
     expected = 1.0 * torch.ones(3) + 2.0 * w[0]
     assert torch.allclose(token_advantages(adv, per_reward, mask, 0.5, mode="joint")[0], expected)
-    assert torch.allclose(token_advantages(adv, per_reward, mask, 0.5, mode="joint"),
-                          token_advantages(adv, per_reward, mask, 0.5, mode="mrtpo"))
+    assert torch.allclose(
+        token_advantages(adv, per_reward, mask, 0.5, mode="joint"),
+        token_advantages(adv, per_reward, mask, 0.5, mode="mrtpo"),
+    )
 
 
 def test_empty_and_all_zero_inputs():

@@ -1,4 +1,5 @@
 """``diagnose`` without ``--task``: the task comes from the label's keys (a dict or its JSON text)."""
+
 import json
 
 import pytest
@@ -11,8 +12,10 @@ IF = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
 MULDIMIF = {"constraints": [["Length", "Words", "At most 80 words."]]}
 
 
-@pytest.mark.parametrize("label, task", [(SQL, "sql"), (TOOL, "tool"), (IF, "instruction"),
-                                         (MULDIMIF, "instruction"), (json.dumps(TOOL), "tool")])
+@pytest.mark.parametrize(
+    "label, task",
+    [(SQL, "sql"), (TOOL, "tool"), (IF, "instruction"), (MULDIMIF, "instruction"), (json.dumps(TOOL), "tool")],
+)
 def test_task_from_label_keys(label, task):
     assert infer_task(label) == task
 

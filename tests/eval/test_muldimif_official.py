@@ -2,6 +2,7 @@
 ``Code/evaluation`` (``class_mapping[f"{category}_{subcategory}"].check(rule, response)``) returned for that input,
 run outside this repository; the comment over each group names the script. ``benchmarks/eval_parity.py --only
 muldimif`` runs the full comparison."""
+
 import pytest
 
 from mrtpo_openrlhf.evaluation.scoring import summarize_muldimif
@@ -81,17 +82,32 @@ OFFICIAL = [
     ("Language", "English", "Each word must be capitalized.", "Every Word Here", True),
     ("Language", "English", "Each word must be capitalized.", "Every word here", False),
     ("Language", "English", "Each word must be capitalized.", "Every Word 'here", True),
-    ("Language", "English", "The table headers must be in all uppercase letters.",
-     "| NAME | AGE |\n|---|---|\n| ann | 3 |", True),
+    (
+        "Language",
+        "English",
+        "The table headers must be in all uppercase letters.",
+        "| NAME | AGE |\n|---|---|\n| ann | 3 |",
+        True,
+    ),
     ("Language", "English", "Write nicely.", "Anything", False),
     # Content_Others.py: fixed sentences; the start identifier is compared after dropping leading " #", any case
     ("Content", "Identifiers", "Keep it a paragraph long", "One line\nTwo lines", False),
     ("Content", "Identifiers", "Start identifier: Each response must begin with 'Answer:'", "## answer: yes", True),
     # Format_Others.py: attributes counted per tag; a short blurb is at most 200 characters
-    ("XML", "Number of attributes", "Each element must have no more than 2 attributes", '<a x="1" y="2"><b z="3"/></a>',
-     True),
-    ("XML", "Number of attributes", "Each element must have no more than 2 attributes", '<a x="1" y="2" w="0"/>',
-     False),
+    (
+        "XML",
+        "Number of attributes",
+        "Each element must have no more than 2 attributes",
+        '<a x="1" y="2"><b z="3"/></a>',
+        True,
+    ),
+    (
+        "XML",
+        "Number of attributes",
+        "Each element must have no more than 2 attributes",
+        '<a x="1" y="2" w="0"/>',
+        False,
+    ),
     ("Format", "Blurb", "Response must be written as a short blurb", "x" * 200, True),
     ("Format", "Blurb", "Response must be written as a short blurb", "x" * 201, False),
     # Language_Chinese.py: the quoted-phrase rule (the script/conversion rules need zhconv)
@@ -137,10 +153,13 @@ def test_chinese_script_rules(rule, response, expected):
         assert check_strict(chk, response) is expected
 
 
-@pytest.mark.parametrize("category,subcategory,rule", [
-    ("Length", "Words", "Each word must be at most three characters long"),  # Length_Words.py: int("three")
-    ("Format", "Markdown", "Include at least some block quotes"),  # Format_Markdown.py: no "N block quotes"
-])
+@pytest.mark.parametrize(
+    "category,subcategory,rule",
+    [
+        ("Length", "Words", "Each word must be at most three characters long"),  # Length_Words.py: int("three")
+        ("Format", "Markdown", "Include at least some block quotes"),  # Format_Markdown.py: no "N block quotes"
+    ],
+)
 def test_rules_on_which_the_official_script_raises_fail(category, subcategory, rule):
     # the official evaluation stops with an exception on these; the harness decides False (docs/eval.md)
     assert not check_strict(MulDimIFConstraint(category, subcategory, rule), "ab cd\n> quoted")
@@ -157,10 +176,16 @@ def test_summary_counts_an_item_once_per_category_as_muldimif_does():
     # after constraint_mapping: Table_Row limit -> Format, Content_Length -> Length) and the second-level
     # constraint-level list
     records = [
-        {"constraints": [["Content", "Keywords", "a"], ["Content", "Punctuation", "b"], ["Table", "Row limit", "c"]],
-         "constraint_results": [True, False, True], "verdict": False},
-        {"constraints": [["Content", "Keywords", "a"], ["Content", "Length", "d"]],
-         "constraint_results": [True, True], "verdict": True},
+        {
+            "constraints": [["Content", "Keywords", "a"], ["Content", "Punctuation", "b"], ["Table", "Row limit", "c"]],
+            "constraint_results": [True, False, True],
+            "verdict": False,
+        },
+        {
+            "constraints": [["Content", "Keywords", "a"], ["Content", "Length", "d"]],
+            "constraint_results": [True, True],
+            "verdict": True,
+        },
     ]
     summary = summarize_muldimif(records)
     assert summary["by_category"]["Content"] == {"accuracy": 50.0, "count": 2}  # constraint-level would be 2/3

@@ -1,5 +1,6 @@
 """Eval's benchmarks are the ones the task registry names, each with a loader, scorer and summary, and eval's
 prompts are the training prompts of the task (its registry ``prompt_builder``)."""
+
 from pathlib import Path
 
 from mrtpo_openrlhf.data.jsonl import read_jsonl
@@ -14,8 +15,13 @@ DATA = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data"
 def test_benchmarks_come_from_the_registry():
     assert BENCHMARKS == ("spider", "bird", "ifeval", "ifbench", "muldimif", "bfcl")
     assert {b: t.name for t in TASKS.values() for b in t.benchmarks} == {
-        "spider": "sql", "bird": "sql", "ifeval": "instruction", "ifbench": "instruction", "muldimif": "instruction",
-        "bfcl": "tool"}
+        "spider": "sql",
+        "bird": "sql",
+        "ifeval": "instruction",
+        "ifbench": "instruction",
+        "muldimif": "instruction",
+        "bfcl": "tool",
+    }
     for name in BENCHMARKS:
         assert name in SCORERS and name in SUMMARIZERS
         assert build_parser().parse_args(["--benchmark", name, "--predictions", "p.jsonl"]).benchmark == [name]

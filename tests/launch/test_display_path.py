@@ -1,4 +1,5 @@
 """Generated pages show paths relative to the user's folder or the repo, never the author's absolute layout."""
+
 from pathlib import Path
 
 from mrtpo_openrlhf.paths import REPO_ROOT, display_path

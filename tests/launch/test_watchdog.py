@@ -1,4 +1,5 @@
 """The launcher's watchdog: a run is stopped when it shows no sign of life, never merely for being slow."""
+
 import subprocess
 import sys
 import time
@@ -15,8 +16,14 @@ def _child(code):
 
 def _watch(proc, tmp_path, lines, **kw):
     said = []
-    dog = RunWatchdog(tmp_path / "metrics.jsonl", lambda: stop_processes([proc.pid], None, 1.0), said.append,
-                      label="[test] run", poll_seconds=0.1, **kw)
+    dog = RunWatchdog(
+        tmp_path / "metrics.jsonl",
+        lambda: stop_processes([proc.pid], None, 1.0),
+        said.append,
+        label="[test] run",
+        poll_seconds=0.1,
+        **kw,
+    )
     with dog:
         for line in proc.stdout:
             lines.append(line)
@@ -47,8 +54,10 @@ def test_slow_but_talking_process_outlives_the_stall_limit(tmp_path):
 def test_growing_log_folder_counts_as_life(tmp_path):
     logs = tmp_path / "ray_logs"
     logs.mkdir()
-    code = ("import time\nfor i in range(24):\n"
-            f"    open({str(logs / 'worker.log')!r}, 'a').write('x' * 10); time.sleep(0.25)")
+    code = (
+        "import time\nfor i in range(24):\n"
+        f"    open({str(logs / 'worker.log')!r}, 'a').write('x' * 10); time.sleep(0.25)"
+    )
     proc = _child(code)
     dog, _ = _watch(proc, tmp_path, [], stall_seconds=3.0, watch=[logs])
     assert dog.reason is None and proc.returncode == 0
@@ -56,8 +65,10 @@ def test_growing_log_folder_counts_as_life(tmp_path):
 
 def test_steps_print_progress_with_eta(tmp_path):
     metrics = tmp_path / "metrics.jsonl"
-    code = ("import json, time\nfor step in range(1, 4):\n    time.sleep(0.4)\n"
-            f"    open({str(metrics)!r}, 'a').write(json.dumps({{'step': step}}) + '\\n')\ntime.sleep(0.3)")
+    code = (
+        "import json, time\nfor step in range(1, 4):\n    time.sleep(0.4)\n"
+        f"    open({str(metrics)!r}, 'a').write(json.dumps({{'step': step}}) + '\\n')\ntime.sleep(0.3)"
+    )
     proc = _child(code)
     dog, said = _watch(proc, tmp_path, [], stall_seconds=3.0, total_steps=3)
     assert dog.reason is None and dog.steps_seen == 3

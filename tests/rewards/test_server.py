@@ -1,4 +1,5 @@
 """The HTTP reward server on an ephemeral loopback port: real requests, error statuses, no crash."""
+
 import http.client
 import json
 
@@ -63,15 +64,18 @@ def test_scores_a_batch_like_reward_func(server):
     assert status == 200 and out["rewards"] == []
 
 
-@pytest.mark.parametrize("body, status", [
-    (b"{not json", 400),
-    (b"\xff\xfe", 400),
-    (json.dumps([1, 2]).encode(), 400),
-    (json.dumps({"query": ["a"], "prompts": []}).encode(), 400),
-    (json.dumps({"query": ["a"], "prompts": [], "labels": []}).encode(), 400),
-    (json.dumps({"query": [1], "prompts": ["p"], "labels": [None]}).encode(), 400),
-    (json.dumps({"query": "a", "prompts": "p", "labels": None}).encode(), 400),
-])
+@pytest.mark.parametrize(
+    "body, status",
+    [
+        (b"{not json", 400),
+        (b"\xff\xfe", 400),
+        (json.dumps([1, 2]).encode(), 400),
+        (json.dumps({"query": ["a"], "prompts": []}).encode(), 400),
+        (json.dumps({"query": ["a"], "prompts": [], "labels": []}).encode(), 400),
+        (json.dumps({"query": [1], "prompts": ["p"], "labels": [None]}).encode(), 400),
+        (json.dumps({"query": "a", "prompts": "p", "labels": None}).encode(), 400),
+    ],
+)
 def test_bad_bodies_get_400(server, body, status):
     got, out = request(server, "POST", "/get_reward", body)
     assert got == status and out["error"]

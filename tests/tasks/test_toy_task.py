@@ -1,6 +1,7 @@
 """Adding a task is one reward module plus one registry entry (docs/tasks.md): a toy task, registered after every
 consumer was imported, must reach the launcher, the reward path, the diagnostics, the study and the benchmarks.
 A consumer that keeps its own task table does not know "toy" and fails here."""
+
 import http.client
 import importlib.util
 import json
@@ -23,7 +24,7 @@ from mrtpo_openrlhf.study.runner import gpu_command
 REPO = Path(__file__).resolve().parents[2]
 
 # The task's one new module: a reward_func (two rewards), a prompt builder and example responses.
-TOY_MODULE = '''
+TOY_MODULE = """
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, label_object, make_reward_func
 
 FORMAT_BLOCK = "Put the answer inside <answer></answer>."
@@ -46,7 +47,7 @@ def build_prompt(question):
 
 def example_responses(row):
     return ["<answer>" + label_object(row["label"])["answer"] + "</answer>", "no idea"]
-'''
+"""
 QUESTIONS = {"What is 2 + 2?": "4", "What is 3 + 4?": "7"}
 
 
@@ -58,12 +59,26 @@ def toy(tmp_path, monkeypatch):
     (module_dir / "toy_reward_task.py").write_text(TOY_MODULE)
     monkeypatch.syspath_prepend(str(module_dir))
     data = tmp_path / "toy_train.jsonl"
-    write_jsonl(data, [{"prompt": f"{q}\n\nPut the answer inside <answer></answer>.", "label": {"answer": a}}
-                       for q, a in QUESTIONS.items()])
-    task = tasks.register(tasks.Task(
-        name="toy", reward_module="toy_reward_task", train_data=str(data), label_keys=("answer",),
-        cpu_max_new_tokens=7, prompt_builder="build_prompt", span_kinds=("tags",), format_tags=(r"</?answer>",),
-        example_responses="example_responses"))
+    write_jsonl(
+        data,
+        [
+            {"prompt": f"{q}\n\nPut the answer inside <answer></answer>.", "label": {"answer": a}}
+            for q, a in QUESTIONS.items()
+        ],
+    )
+    task = tasks.register(
+        tasks.Task(
+            name="toy",
+            reward_module="toy_reward_task",
+            train_data=str(data),
+            label_keys=("answer",),
+            cpu_max_new_tokens=7,
+            prompt_builder="build_prompt",
+            span_kinds=("tags",),
+            format_tags=(r"</?answer>",),
+            example_responses="example_responses",
+        )
+    )
     try:
         yield task
     finally:
@@ -82,8 +97,9 @@ def test_launcher_args(toy, tmp_path, capsys):
     assert flag(args, "--data.prompt_dataset") == str(tmp_path / "toy_train.jsonl")
     assert flag(args, "--rollout.max_new_tokens") == "7"
     # the command line accepts --task toy and prints the same flags
-    assert launch_default.main(["--task", "toy", "--model", str(model), "--out", str(tmp_path / "out"),
-                                "--dry-run"]) == 0
+    assert (
+        launch_default.main(["--task", "toy", "--model", str(model), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    )
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "train_ppo_ray" in ln)
     printed = shlex.split(line.split("train_ppo_ray", 1)[1])
     assert flag(printed, "--reward.remote_url") == str(tmp_path / "pkg" / "toy_reward_task.py")
@@ -131,14 +147,27 @@ def test_diagnostics(toy, tmp_path):
     model = make_tiny_model(tmp_path / "tiny")
     row = read_jsonl(toy.train_data)[0]
     responses = tmp_path / "responses.jsonl"
-    write_jsonl(responses, [{"prompt": row["prompt"], "response": r, "label": row["label"]}
-                            for r in ("<answer>4</answer>", "<answer>5</answer>")])
+    write_jsonl(
+        responses,
+        [
+            {"prompt": row["prompt"], "response": r, "label": row["label"]}
+            for r in ("<answer>4</answer>", "<answer>5</answer>")
+        ],
+    )
     out = tmp_path / "out"
-    assert diagnose_cli.main(["--model", str(model), "--data", "toy", "--task", "toy", "--responses", str(responses),
-                              "--out", str(out)]) == 0
+    assert (
+        diagnose_cli.main(
+            ["--model", str(model), "--data", "toy", "--task", "toy", "--responses", str(responses), "--out", str(out)]
+        )
+        == 0
+    )
     recs = read_jsonl(out / "relevance.jsonl")
-    assert [(r["reward"], r["value"]) for r in recs] == [("format", 1.0), ("match", 1.0), ("format", 1.0),
-                                                         ("match", 0.0)]
+    assert [(r["reward"], r["value"]) for r in recs] == [
+        ("format", 1.0),
+        ("match", 1.0),
+        ("format", 1.0),
+        ("match", 0.0),
+    ]
     assert all(r["replayed"] for r in recs) and all("tags" in r["spans"] for r in recs)
     assert json.loads((out / "summary.json").read_text())["run"]["task"] == "toy"
 

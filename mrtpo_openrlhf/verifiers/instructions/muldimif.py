@@ -31,6 +31,7 @@ Content / keywords (quoted terms only; quotes "..." or '...' or \u201c...\u201d)
     "end with ..." / "start with ..." / "must not | do not | avoid | without ... <quoted>" /
     "include | contain | mention | use ... <quoted>"
 """
+
 from __future__ import annotations
 
 import json
@@ -43,20 +44,57 @@ from .base import Checker, UnsupportedInstruction
 from .text import detect_language, split_into_sentences
 
 _NUM_WORDS = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-    "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "fifty": 50, "hundred": 100,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "thirty": 30,
+    "fifty": 50,
+    "hundred": 100,
 }
 _NUM = r"(\d+|" + "|".join(_NUM_WORDS) + r")"
 _UNITS = {
-    "word": "words", "words": "words", "sentence": "sentences", "sentences": "sentences",
-    "paragraph": "paragraphs", "paragraphs": "paragraphs", "line": "lines", "lines": "lines",
-    "character": "characters", "characters": "characters", "bullet point": "bullets", "bullet points": "bullets",
-    "bullet": "bullets", "bullets": "bullets", "item": "bullets", "items": "bullets",
+    "word": "words",
+    "words": "words",
+    "sentence": "sentences",
+    "sentences": "sentences",
+    "paragraph": "paragraphs",
+    "paragraphs": "paragraphs",
+    "line": "lines",
+    "lines": "lines",
+    "character": "characters",
+    "characters": "characters",
+    "bullet point": "bullets",
+    "bullet points": "bullets",
+    "bullet": "bullets",
+    "bullets": "bullets",
+    "item": "bullets",
+    "items": "bullets",
 }
 _UNIT = r"(bullet points?|bullets?|items?|words?|sentences?|paragraphs?|lines?|characters?)"
 _LANGS = {
-    "english": "en", "chinese": "zh", "spanish": "es", "french": "fr", "german": "de", "japanese": "ja",
-    "korean": "ko", "russian": "ru", "portuguese": "pt", "italian": "it", "arabic": "ar", "hindi": "hi",
+    "english": "en",
+    "chinese": "zh",
+    "spanish": "es",
+    "french": "fr",
+    "german": "de",
+    "japanese": "ja",
+    "korean": "ko",
+    "russian": "ru",
+    "portuguese": "pt",
+    "italian": "it",
+    "arabic": "ar",
+    "hindi": "hi",
 }
 _QUOTED = re.compile(r"\"([^\"]+)\"|\u201c([^\u201d]+)\u201d|'([^']+)'")
 # Response patterns are written to run in linear time: a line-start anchor is ``^[^\S\n]*`` (spaces on that line),
@@ -83,7 +121,7 @@ def _unfence(text: str) -> str:
     while i < len(text) and text[i].isspace():
         i += 1
     close = text.rfind("```")
-    if close < i or text[close + 3:].strip():
+    if close < i or text[close + 3 :].strip():
         return text.strip()
     body = text[i:close]
     return body[:-1] if body.endswith("\n") else body

@@ -10,6 +10,7 @@ regex half-parses), the function here returns False and the docstring says so.
 
 ``CATEGORY_OF`` is MulDimIF's ``constraint_mapping``: the ``First_Second`` pair a key is reported under.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,27 @@ from typing import Callable
 
 from .base import UnsupportedInstruction
 
-_SMALL = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-          "ten": 10}
-_TEENS_TENS = {"eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
-               "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
-               "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100}
+_SMALL = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_TEENS_TENS = {
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+    "hundred": 100,
+}
 _CJK_DIGITS = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10, "两": 2}
 
 
@@ -96,10 +113,16 @@ def _keyword_rule(rule: str) -> dict:
     rule = rule.strip()
     while re.match(r'^"+(.*[^"])"+$', rule):  # outer quotes, as often as they are doubled
         rule = re.sub(r'^"+(.*[^"])"+$', r"\1", rule)
-    spec = {"keywords": [], "min_count": 1, "exclude": False, "any": False,
-            "end_period": bool(re.search(r"must\s+end\s+with\s+(a\s+)?period", rule, re.I)),
-            "capitalized": bool(re.search(r"must\s+use\s+capitalized\s+letters\s+for\s+each\s+word", rule, re.I)),
-            "min_words": 0, "max_words": None}
+    spec = {
+        "keywords": [],
+        "min_count": 1,
+        "exclude": False,
+        "any": False,
+        "end_period": bool(re.search(r"must\s+end\s+with\s+(a\s+)?period", rule, re.I)),
+        "capitalized": bool(re.search(r"must\s+use\s+capitalized\s+letters\s+for\s+each\s+word", rule, re.I)),
+        "min_words": 0,
+        "max_words": None,
+    }
     m = re.search(r"(?:at\s+least|minimum\s+of)\s+(\S+)\s+word", rule, re.I)
     if m:
         spec["min_words"] = _number(m.group(1), _KW_COUNT_WORDS)
@@ -114,8 +137,12 @@ def _keyword_rule(rule: str) -> dict:
             spec["keywords"], spec["exclude"] = [m.group(1)], True
         return spec
     spec["any"] = bool(re.search(r"\bOR\b", rule, re.I))
-    m = re.search(r"at least (\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice)(?:\s+times?)?\b"
-                  r"(?!\s+words\s+long)", rule, re.I)
+    m = re.search(
+        r"at least (\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice)(?:\s+times?)?\b"
+        r"(?!\s+words\s+long)",
+        rule,
+        re.I,
+    )
     if m:
         word = m.group(1).lower()
         spec["min_count"] = int(word) if word.isdigit() else _KW_COUNT_WORDS.get(word, 1)
@@ -234,8 +261,9 @@ def content_keywords(rule: str, text: str) -> bool:
     avoid = re.search(r"avoids?\s+the\s+keyword\s+[\"']([^\"']+)[\"']", rule, re.I)
     if include and avoid:  # plain substrings here, case-sensitive
         return include.group(1) in text and avoid.group(1) not in text
-    topics = re.findall(r"If discussing\s+([^,]+),\s*the summary must include the keyword\s+[\"']([^\"']+)[\"']",
-                        rule, re.I)
+    topics = re.findall(
+        r"If discussing\s+([^,]+),\s*the summary must include the keyword\s+[\"']([^\"']+)[\"']", rule, re.I
+    )
     if topics:
         for topic, keyword in topics:
             if _topic_mentioned(topic, text) and keyword not in text:
@@ -245,7 +273,7 @@ def content_keywords(rule: str, text: str) -> bool:
 
 
 def _topic_mentioned(topic: str, text: str) -> bool:
-    """"X a/b Y" stands for "X a Y" or "X b Y"; a slash elsewhere separates alternatives."""
+    """ "X a/b Y" stands for "X a Y" or "X b Y"; a slash elsewhere separates alternatives."""
     if "/" not in topic:
         return topic in text
     m = re.match(r"^(.*\s)(\S+)\/(\S+)(\s.*)$", topic)
@@ -258,12 +286,18 @@ def _topic_mentioned(topic: str, text: str) -> bool:
 # ----------------------------------------------------------------------------------------------- Content_Others
 # Runs of these code points count as one "emoji" each (the official character class, which is wide: it takes in
 # everything from U+24C2 up, CJK included).
-_EMOJI_RUN = re.compile("[\U0001F600-\U0001F64F\U0001F300-\U0001F5FF\U0001F680-\U0001F6FF\U0001F700-\U0001F77F"
-                        "\U0001F780-\U0001F7FF\U0001F800-\U0001F8FF\U0001F900-\U0001F9FF\U0001FA00-\U0001FA6F"
-                        "\U0001FA70-\U0001FAFF\U00002702-\U000027B0\U000024C2-\U0001F251\U00010000-\U0010FFFF]+")
+_EMOJI_RUN = re.compile(
+    "[\U0001f600-\U0001f64f\U0001f300-\U0001f5ff\U0001f680-\U0001f6ff\U0001f700-\U0001f77f"
+    "\U0001f780-\U0001f7ff\U0001f800-\U0001f8ff\U0001f900-\U0001f9ff\U0001fa00-\U0001fa6f"
+    "\U0001fa70-\U0001faff\U00002702-\U000027b0\U000024c2-\U0001f251\U00010000-\U0010ffff]+"
+)
 _SOURCES_AT_END = re.compile(r"Sources:\s*.+$")
-_BLURB_RULES = ("Response must be written as a short blurb", "ensure that the response is written as a short blurb",
-                "ensure the response is a short blurb", "The response must be short and simple")
+_BLURB_RULES = (
+    "Response must be written as a short blurb",
+    "ensure that the response is written as a short blurb",
+    "ensure the response is a short blurb",
+    "The response must be short and simple",
+)
 
 
 def content_others(rule: str, text: str) -> bool:
@@ -276,12 +310,18 @@ def content_others(rule: str, text: str) -> bool:
         return start is not None and start.group(2) in text  # official: raises without the quoted identifier
     if start:
         return text.lstrip(" #").lower().startswith(start.group(2).lower())
-    start = re.search(r"(?:Start|start|begin|it is essential to start) (?:with|by) the (?:identifier|phrase) "
-                      r"'?([^']+)'?", rule, re.I)
+    start = re.search(
+        r"(?:Start|start|begin|it is essential to start) (?:with|by) the (?:identifier|phrase) "
+        r"'?([^']+)'?",
+        rule,
+        re.I,
+    )
     if start:
         return text.lstrip(" #").lower().startswith(start.group(1).lower())
-    if rule in ("End identifier: Sources must be cited at the end of the response",
-                "make sure to conclude your response by citing your sources, as this is a crucial part of the answer"):
+    if rule in (
+        "End identifier: Sources must be cited at the end of the response",
+        "make sure to conclude your response by citing your sources, as this is a crucial part of the answer",
+    ):
         return bool(_SOURCES_AT_END.search(text.strip()))
     m = re.match(r"The name of the showroom must start with the letter '([A-Za-z])'\.", rule)
     if m:
@@ -342,8 +382,11 @@ def content_punctuation(rule: str, text: str) -> bool:
     if "bullet point" in low:
         wanted = next((p for name, p in _PUNCT_NAMES.items() if name in low), None)
         points = re.findall(r"^[\-\*\•]\s.*$", whole, re.M)
-        return all((s.strip().endswith(wanted) if wanted else s.strip()[-1] in string.punctuation)
-                   for point in points for s in _sentences(point))
+        return all(
+            (s.strip().endswith(wanted) if wanted else s.strip()[-1] in string.punctuation)
+            for point in points
+            for s in _sentences(point)
+        )
     negative = re.search(r"\b(must not|avoid|exclude|not end with|do not use)\b", low) is not None
     if any(not u for u in units):
         return negative
@@ -351,8 +394,10 @@ def content_punctuation(rule: str, text: str) -> bool:
     if pair:
         ending = _PUNCT_NAMES.get(pair.group(1), "") + pair.group(2)
         return all(u.endswith(ending) for u in units)
-    names = [n.rstrip("s") for n in
-             re.findall(r"\b(periods?|question marks?|exclamation marks?|semicolons?|punctuation marks?)\b", low)]
+    names = [
+        n.rstrip("s")
+        for n in re.findall(r"\b(periods?|question marks?|exclamation marks?|semicolons?|punctuation marks?)\b", low)
+    ]
     if any("punctuation mark" in n for n in names):
         allowed = set(string.punctuation)
     else:
@@ -362,19 +407,37 @@ def content_punctuation(rule: str, text: str) -> bool:
 
 # ----------------------------------------------------------------------------------------------- Format_Json
 _JSON_N = r"(\d+|two|three)"
-_JSON_EXACT = [r"exactly {n} levels? of nesting", r"structured as a json object with a nesting level of {n}",
-               r"json example with exactly {n} levels?", r"object nesting levels must be {n}",
-               r"answer must include a json example with exactly {n} levels?", r"nesting level of {n}",
-               r"be limited to {n} levels of nesting"]
-_JSON_MAX = [r"must not exceed {n} levels? of nesting", r"no more than {n} levels?", r"maximum of {n} nesting levels",
-             r"maximum of {n} object nesting levels", r"maximum of {n} levels", r"not exceed {n} levels",
-             r"levels not exceeding {n}", r"with the structure not exceeding {n} levels",
-             r"object nesting levels must not exceed {n} levels", r"object nesting levels must not exceed {n}",
-             r"json must have a maximum of {n} nesting levels", r"response must not exceed {n} levels? of nesting",
-             r"and at most {n}"]
-_JSON_MIN = [r"at least {n} levels? of nesting", r"at least {n} levels? deep",
-             r"must include a json object with at least {n} levels?",
-             r"answer must include a json object with at least {n} levels?", r"and at least {n}"]
+_JSON_EXACT = [
+    r"exactly {n} levels? of nesting",
+    r"structured as a json object with a nesting level of {n}",
+    r"json example with exactly {n} levels?",
+    r"object nesting levels must be {n}",
+    r"answer must include a json example with exactly {n} levels?",
+    r"nesting level of {n}",
+    r"be limited to {n} levels of nesting",
+]
+_JSON_MAX = [
+    r"must not exceed {n} levels? of nesting",
+    r"no more than {n} levels?",
+    r"maximum of {n} nesting levels",
+    r"maximum of {n} object nesting levels",
+    r"maximum of {n} levels",
+    r"not exceed {n} levels",
+    r"levels not exceeding {n}",
+    r"with the structure not exceeding {n} levels",
+    r"object nesting levels must not exceed {n} levels",
+    r"object nesting levels must not exceed {n}",
+    r"json must have a maximum of {n} nesting levels",
+    r"response must not exceed {n} levels? of nesting",
+    r"and at most {n}",
+]
+_JSON_MIN = [
+    r"at least {n} levels? of nesting",
+    r"at least {n} levels? deep",
+    r"must include a json object with at least {n} levels?",
+    r"answer must include a json object with at least {n} levels?",
+    r"and at least {n}",
+]
 
 
 def _json_level(word: str) -> int:
@@ -422,12 +485,27 @@ def format_json(rule: str, text: str) -> bool:
 
 # ----------------------------------------------------------------------------------------------- Format_Markdown
 _MD_N = r"(\b(?:one|two|three|four|five|six|seven|eight|nine|ten|\d+)\b)"
-_MD_VERBS = r"include|includes|included|including|use|using|used|uses|formatted|presented|organized|structured|" \
-            r"feature|should be|incorporate"
-_MD_HEADINGS_PHRASES = ("include headings", "includes headings", "use heading levels", "using heading levels",
-                        "presented under a separate heading", "separated with headings", "with headings")
-_MD_QUOTE_PHRASES = ("use block quotes", "using block quotes", "include a block quote", "using markdown block quotes",
-                     "employ block quotes", "present the headline as a block quote")
+_MD_VERBS = (
+    r"include|includes|included|including|use|using|used|uses|formatted|presented|organized|structured|"
+    r"feature|should be|incorporate"
+)
+_MD_HEADINGS_PHRASES = (
+    "include headings",
+    "includes headings",
+    "use heading levels",
+    "using heading levels",
+    "presented under a separate heading",
+    "separated with headings",
+    "with headings",
+)
+_MD_QUOTE_PHRASES = (
+    "use block quotes",
+    "using block quotes",
+    "include a block quote",
+    "using markdown block quotes",
+    "employ block quotes",
+    "present the headline as a block quote",
+)
 
 
 def _md_number(word: str) -> int | None:
@@ -439,8 +517,10 @@ def _markdown_clause_rule(clause: str, rule: str) -> dict | None:
     """The heading rule one comma-clause states (None: the clause states none). ``rule`` is the whole sentence:
     some phrases are looked up there, as the official parser does."""
     whole = rule.lower()
-    if "include headings at two levels: main and subheadings" in whole \
-            or "be structured with a main heading and subheadings" in whole:
+    if (
+        "include headings at two levels: main and subheadings" in whole
+        or "be structured with a main heading and subheadings" in whole
+    ):
         return {"type": "levels", "levels": {1, 2}}
     if rule == "Questions must be organized under a level 2 heading.":
         return {"type": "questions_at", "levels": {2}}
@@ -448,37 +528,51 @@ def _markdown_clause_rule(clause: str, rule: str) -> dict | None:
         return {"type": "count_at_level", "level": 1, "count": 1}
     if "be structured using a minimum of two heading levels" in whole or "include headings at two levels" in whole:
         return {"type": "distinct_levels", "op": "at least", "count": 2}
-    if rule == "format the response using Markdown, employing '##' for main points and '###' for subpoints to " \
-               "clearly organize the information":
+    if (
+        rule == "format the response using Markdown, employing '##' for main points and '###' for subpoints to "
+        "clearly organize the information"
+    ):
         return {"type": "levels", "levels": {2, 3}}
-    m = re.search(rf"(?i)use heading levels {_MD_N} and {_MD_N}", clause) \
-        or re.search(rf"(?i)use heading levels.*?level\s*{_MD_N}.*?level\s*{_MD_N}", clause)
+    m = re.search(rf"(?i)use heading levels {_MD_N} and {_MD_N}", clause) or re.search(
+        rf"(?i)use heading levels.*?level\s*{_MD_N}.*?level\s*{_MD_N}", clause
+    )
     if m:
         a, b = _md_number(m.group(1)), _md_number(m.group(2))
         return {"type": "levels", "levels": {a, b}} if a is not None and b is not None else None
-    found = (re.findall(rf"(?i)a heading level {_MD_N}", clause) or re.findall(r"(?i)H(\d+)", clause)
-             or re.findall(rf"(?i)Level {_MD_N} for", clause))
+    found = (
+        re.findall(rf"(?i)a heading level {_MD_N}", clause)
+        or re.findall(r"(?i)H(\d+)", clause)
+        or re.findall(rf"(?i)Level {_MD_N} for", clause)
+    )
     if found and ("must include" in clause or "should" in clause):
         return {"type": "levels", "levels": {_md_number(x) for x in found}}
     if "titled" in clause:
         c = clause.strip().rstrip(".")
         m = re.search(rf"(?i)level {_MD_N} heading titled [\"'](.*?)[\"']", c) or re.search(
             rf"(?i)(?:a|at least one|two|three|four|five|six|seven|eight|nine|ten|\d+) level {_MD_N} heading with the "
-            r"text [\"'](.*?)[\"']", c)
+            r"text [\"'](.*?)[\"']",
+            c,
+        )
         if m:
             level = _md_number(m.group(1))
             return {"type": "titled", "level": level, "content": m.group(2)} if level is not None else None
     c = (clause.strip().rstrip(".") if "titled" in clause else clause).strip().lower().rstrip(".")
     if re.search(_MD_VERBS, c, re.I):
-        m = (re.search(rf"(?i)(?:a|at least \d+) heading level {_MD_N}", c)
-             or re.search(rf"(?i)(?:a|at least one|two|three|four|five|six|seven|eight|nine|ten|\d+) level {_MD_N} "
-                          r"heading", c)
-             or re.search(r"(?i)must use a heading level of H(\d+)", c))
+        m = (
+            re.search(rf"(?i)(?:a|at least \d+) heading level {_MD_N}", c)
+            or re.search(
+                rf"(?i)(?:a|at least one|two|three|four|five|six|seven|eight|nine|ten|\d+) level {_MD_N} "
+                r"heading",
+                c,
+            )
+            or re.search(r"(?i)must use a heading level of H(\d+)", c)
+        )
         if m:
             level = _md_number(m.group(1))
             return {"type": "at_level", "level": level} if level is not None else None
-        m = (re.search(rf"(?i)(at least|at most|exactly|up to|a maximum of|under) {_MD_N} heading levels?", c)
-             or re.search(rf"(?i)(at least|at most|exactly|up to|a maximum of|under) {_MD_N} levels?", c))
+        m = re.search(
+            rf"(?i)(at least|at most|exactly|up to|a maximum of|under) {_MD_N} heading levels?", c
+        ) or re.search(rf"(?i)(at least|at most|exactly|up to|a maximum of|under) {_MD_N} levels?", c)
         if m:
             op = m.group(1).lower()
             op = "at most" if op in ("up to", "a maximum of", "under") else op
@@ -585,6 +679,7 @@ def _attrs(test: Callable[[int, int], bool]) -> Callable[[str, int], bool]:
     def check(text: str, n: int) -> bool:
         counts = _xml_attribute_counts(text)
         return counts is not None and all(test(c, int(n)) for c in counts)
+
     return check
 
 
@@ -601,8 +696,7 @@ _FORMAT_OTHERS: list[tuple[str, Callable[..., bool], tuple]] = [
     (rf"must have exactly {_FO_N} attributes?", _attrs(lambda c, n: c == n), ()),
     (rf"must include exactly {_FO_N} attributes?", _attrs(lambda c, n: c == n), ()),
     (rf"at least {_FO_N} attributes?", _attrs(lambda c, n: c >= n), ()),
-    (r"Must include '(.*?)'",
-     lambda t, phrase: bool(re.search(r"\b" + re.escape(str(phrase)) + r"\b", t, re.I)), ()),
+    (r"Must include '(.*?)'", lambda t, phrase: bool(re.search(r"\b" + re.escape(str(phrase)) + r"\b", t, re.I)), ()),
     (r"Must be in APA format", lambda t: bool(re.search(r"\(\s*\w+,\s*\d{4}\s*\)", t)), ()),
     (r"must be provided in APA format", lambda t: bool(re.search(r"\(\s*\w+,\s*\d{4}\s*\)", t)), ()),
     (r"No bullet points", lambda t: not re.search(r"^[^\S\n]*[-*]", t, re.M), ()),
@@ -615,8 +709,11 @@ _FORMAT_OTHERS: list[tuple[str, Callable[..., bool], tuple]] = [
     (rf"a table, which is limited to a maximum of {_FO_N} rows", _markdown_table_rows_at_most, ()),
     (r"full sentences", lambda t: True, ()),
     (r"short blurb", lambda t: len(t) <= 200, ()),
-    (rf"The answer must include at least {_FO_N} references?",
-     lambda t, n: len(re.findall(r"(\[\d+\]|\([A-Za-z]+, \d{4}\))", t)) >= int(n), ()),
+    (
+        rf"The answer must include at least {_FO_N} references?",
+        lambda t, n: len(re.findall(r"(\[\d+\]|\([A-Za-z]+, \d{4}\))", t)) >= int(n),
+        (),
+    ),
     (r"No lists", lambda t: not re.search(r"^[^\S\n]*(\d+\.)\s", t, re.M), ()),
     (r"No number points", lambda t: not re.search(r"^[^\S\n]*\d+\.", t, re.M), ()),
     (r"Response must be written at medium length", lambda t: 200 < len(t) <= 400, ()),
@@ -638,41 +735,70 @@ def format_others(rule: str, text: str) -> bool:
 _TABLE_WORDS = {**_SMALL, **_TEENS_TENS}
 _TN = r"(\d+|\b(?:" + "|".join(_TABLE_WORDS) + r")\b)"
 _ROW_RULES = [
-    (r"exactly\s+{n}\s+rows?", "exact"), (r"no\s+more\s+than\s+{n}\s+rows?", "max"),
-    (r"not\s+have\s+more\s+than\s+{n}\s+rows?", "max"), (r"must\s+not\s+exceed\s+{n}\s+rows?", "max"),
-    (r"not\s+exceed\s+{n}\s+rows?", "max"), (r"not\s+exceeding\s+{n}\s+rows?", "max"),
-    (r"should\s+not\s+exceed\s+{n}\s+rows?", "max"), (r"row\s+limit\s+of\s+{n}", "max"),
-    (r"{n}\s+rows?\s+must\s+be\s+included", "exact"), (r"exactly\s+.+and {n}\s+rows?", "exact"),
-    (r"not exceed\s+.+and {n}\s+rows?", "max"), (r"a maximum of\s+{n}\s+rows", "max"),
-    (r"limited to a maximum of\s+{n}\s+rows", "max"), (r"limited to\s+{n}\s+rows", "max"),
-    (r"a row limit of\s+{n}", "max"), (r"a maximum of\s+.+and {n}\s+rows?", "max"),
-    (r"limit the number of rows to\s+{n}", "max"), (r"limit it to\s+{n}\s+rows", "max"),
-    (r"limit the table to\s+{n}\s+rows", "max"), (r"the number of rows in each table does not exceed\s+{n}", "max"),
+    (r"exactly\s+{n}\s+rows?", "exact"),
+    (r"no\s+more\s+than\s+{n}\s+rows?", "max"),
+    (r"not\s+have\s+more\s+than\s+{n}\s+rows?", "max"),
+    (r"must\s+not\s+exceed\s+{n}\s+rows?", "max"),
+    (r"not\s+exceed\s+{n}\s+rows?", "max"),
+    (r"not\s+exceeding\s+{n}\s+rows?", "max"),
+    (r"should\s+not\s+exceed\s+{n}\s+rows?", "max"),
+    (r"row\s+limit\s+of\s+{n}", "max"),
+    (r"{n}\s+rows?\s+must\s+be\s+included", "exact"),
+    (r"exactly\s+.+and {n}\s+rows?", "exact"),
+    (r"not exceed\s+.+and {n}\s+rows?", "max"),
+    (r"a maximum of\s+{n}\s+rows", "max"),
+    (r"limited to a maximum of\s+{n}\s+rows", "max"),
+    (r"limited to\s+{n}\s+rows", "max"),
+    (r"a row limit of\s+{n}", "max"),
+    (r"a maximum of\s+.+and {n}\s+rows?", "max"),
+    (r"limit the number of rows to\s+{n}", "max"),
+    (r"limit it to\s+{n}\s+rows", "max"),
+    (r"limit the table to\s+{n}\s+rows", "max"),
+    (r"the number of rows in each table does not exceed\s+{n}", "max"),
 ]
 _COLUMN_RULES = [
-    (r"exactly\s+{n}\s+columns?", "exact"), (r"no\s+more\s+than\s+{n}\s+columns?", "max"),
-    (r"not\s+have\s+more\s+than\s+{n}\s+columns?", "max"), (r"must\s+not\s+exceed\s+{n}\s+columns?", "max"),
-    (r"not\s+exceed\s+{n}\s+columns?", "max"), (r"not\s+exceeding\s+{n}\s+columns?", "max"),
-    (r"should\s+not\s+exceed\s+{n}\s+columns?", "max"), (r"column\s+limit\s+of\s+{n}", "max"),
-    (r"must\s+have\s+exactly\s+{n}\s+columns?", "exact"), (r"exactly\s+.+and {n}\s+columns?", "exact"),
-    (r"in\s+{n}\s+columns", "exact"), (r"not exceed\s+.+and {n}\s+columns?", "max"),
-    (r"maximum of\s+{n}\s+columns", "max"), (r"maximum\s+{n}\s+columns", "max"), (r"at most\s+{n}\s+columns", "max"),
-    (r"limited to a maximum of\s+{n}\s+columns", "max"), (r"limited to\s+{n}\s+columns", "max"),
-    (r"a column limit of\s+{n}", "max"), (r"a maximum of\s+.+and {n}\s+columns?", "max"),
-    (r"limit the number of columns to\s+{n}", "max"), (r"limit it to\s+{n}\s+columns", "max"),
+    (r"exactly\s+{n}\s+columns?", "exact"),
+    (r"no\s+more\s+than\s+{n}\s+columns?", "max"),
+    (r"not\s+have\s+more\s+than\s+{n}\s+columns?", "max"),
+    (r"must\s+not\s+exceed\s+{n}\s+columns?", "max"),
+    (r"not\s+exceed\s+{n}\s+columns?", "max"),
+    (r"not\s+exceeding\s+{n}\s+columns?", "max"),
+    (r"should\s+not\s+exceed\s+{n}\s+columns?", "max"),
+    (r"column\s+limit\s+of\s+{n}", "max"),
+    (r"must\s+have\s+exactly\s+{n}\s+columns?", "exact"),
+    (r"exactly\s+.+and {n}\s+columns?", "exact"),
+    (r"in\s+{n}\s+columns", "exact"),
+    (r"not exceed\s+.+and {n}\s+columns?", "max"),
+    (r"maximum of\s+{n}\s+columns", "max"),
+    (r"maximum\s+{n}\s+columns", "max"),
+    (r"at most\s+{n}\s+columns", "max"),
+    (r"limited to a maximum of\s+{n}\s+columns", "max"),
+    (r"limited to\s+{n}\s+columns", "max"),
+    (r"a column limit of\s+{n}", "max"),
+    (r"a maximum of\s+.+and {n}\s+columns?", "max"),
+    (r"limit the number of columns to\s+{n}", "max"),
+    (r"limit it to\s+{n}\s+columns", "max"),
     (r"limit the table to\s+{n}\s+columns", "max"),
     (r"the number of columns in each table does not exceed\s+{n}", "max"),
-    (r"(a|each) (single) column", "single"), (r"presented in (a|one) single column", "single"),
+    (r"(a|each) (single) column", "single"),
+    (r"presented in (a|one) single column", "single"),
     (r"title must not exceed {n}\s+words", "title"),
 ]
 _COLUMN_NAME_RULES = [  # (pattern, kind): "names" lists column names, "content" lists what rows must hold
-    (r"columns?\s+should\s+be\s+([\w\s,]+)", "names"), (r"columns:\s+([\w\s,']+)", "names"),
-    (r'must include columns for\s+"([^"]+)"', "names"), (r"must include the\s+([\w\s,]+)", "content"),
-    (r"each (entry|row|item|game|series) must include (?:the\s+)?([\w\s,]+(?:\s+and\s+(?:its|their)\s+[\w\s,]+)?)",
-     "content"),
+    (r"columns?\s+should\s+be\s+([\w\s,]+)", "names"),
+    (r"columns:\s+([\w\s,']+)", "names"),
+    (r'must include columns for\s+"([^"]+)"', "names"),
+    (r"must include the\s+([\w\s,]+)", "content"),
+    (
+        r"each (entry|row|item|game|series) must include (?:the\s+)?([\w\s,]+(?:\s+and\s+(?:its|their)\s+[\w\s,]+)?)",
+        "content",
+    ),
     (r'table must include columns (for|named)\s+["]([^"]+)["]', "names"),
-    (r"each (entry|row|item|game|series) should (?:be )?(present|include|contain|show)(?:ed)? (?:in|with)?\s+"
-     r"([\w\s,]+)", "content"),
+    (
+        r"each (entry|row|item|game|series) should (?:be )?(present|include|contain|show)(?:ed)? (?:in|with)?\s+"
+        r"([\w\s,]+)",
+        "content",
+    ),
 ]
 # "if you use a table ..." makes the table optional. The last two phrases are one in the official list (a missing
 # comma joins them), so neither alone makes a table optional.
@@ -751,8 +877,14 @@ def _table_rule(low: str) -> dict:
 
 
 # A header that answers a content requirement by name (the official special cases).
-_CONTENT_HEADERS = {"film title": ("film", "title"), "release year": ("release", "year"), "title": ("title",),
-                    "author": ("author",), "year": ("year",), "year of publication": ("year",)}
+_CONTENT_HEADERS = {
+    "film title": ("film", "title"),
+    "release year": ("release", "year"),
+    "title": ("title",),
+    "author": ("author",),
+    "year": ("year",),
+    "year of publication": ("year",),
+}
 
 
 def format_table(rule: str, text: str) -> bool:
@@ -805,8 +937,9 @@ def _zhconv():
     try:
         import zhconv
     except ImportError:
-        raise UnsupportedInstruction("muldimif:language/chinese", "needs zhconv (traditional/simplified tables), "
-                                     "which is not installed") from None
+        raise UnsupportedInstruction(
+            "muldimif:language/chinese", "needs zhconv (traditional/simplified tables), which is not installed"
+        ) from None
     return zhconv.convert
 
 
@@ -824,6 +957,7 @@ def _only(locale: str) -> Callable[[str], bool]:
     def check(text: str) -> bool:
         convert = _zhconv()  # first: without the tables the rule is unsupported whatever the text
         return not re.search(r"[A-Za-z]", text) and convert(text, locale) == text
+
     return check
 
 
@@ -836,9 +970,12 @@ _CHINESE_RULES: list[tuple[str, Callable[..., bool]]] = [
     (r"使用繁體中文", _has_traditional),
     (r"(?:The answer must ){0,1}include some content in Simplified Chinese", _has_simplified),
     (r"Use Simplified Chinese characters", _has_simplified),
-    (r"(?:must be|must use|must write|must be presented|answer must be|essential|is|should be|必须|请|需要) {0,1}"
-     r"(?:in|provided in|written in|to use|conducted in|用|使用|提供|书写|翻译为|将文本翻译为) {0,1}"
-     r"(?:Simplified Chinese|简体中文)", _has_simplified),
+    (
+        r"(?:must be|must use|must write|must be presented|answer must be|essential|is|should be|必须|请|需要) {0,1}"
+        r"(?:in|provided in|written in|to use|conducted in|用|使用|提供|书写|翻译为|将文本翻译为) {0,1}"
+        r"(?:Simplified Chinese|简体中文)",
+        _has_simplified,
+    ),
     (r"用中文简体描述", _has_simplified),
     (r"Names must be in Simplified Chinese", _has_simplified),
     (r"Must translate the text into Simplified Chinese", _only("zh-cn")),
@@ -858,13 +995,22 @@ def language_chinese(rule: str, text: str) -> bool:
 
 # ----------------------------------------------------------------------------------------------- Language_English
 def _english_kind(low: str) -> str | None:
-    if (re.search(r"\ball[- ]?uppercase\b", low) or "in all uppercase letters" in low or "in capitalized form" in low
-            or low == "all uppercase"):
+    if (
+        re.search(r"\ball[- ]?uppercase\b", low)
+        or "in all uppercase letters" in low
+        or "in capitalized form" in low
+        or low == "all uppercase"
+    ):
         return "upper"
-    if ("capitalize the first letter of each word" in low or "capitalized letters for each word" in low
-            or "have each word capitalized" in low or "each word must be capitalized" in low or "each word in" in low
-            or re.search(r"\bcapitalized\b", low)
-            or ("each" in low and any(w in low for w in ("a capital letter", "capitalize", "capital")))):
+    if (
+        "capitalize the first letter of each word" in low
+        or "capitalized letters for each word" in low
+        or "have each word capitalized" in low
+        or "each word must be capitalized" in low
+        or "each word in" in low
+        or re.search(r"\bcapitalized\b", low)
+        or ("each" in low and any(w in low for w in ("a capital letter", "capitalize", "capital")))
+    ):
         return "title"
     if "must be in lowercase" in low or "all lowercase" in low or re.search(r"\blowercase\b", low):
         return "lower"
@@ -896,7 +1042,7 @@ def _english_scope(low: str, text: str) -> str:
     if "headings" in low and "table" in low:
         return _table_cells(text, "all") or _heading_text(text) or text
     if "table" in low:
-        part = ("headers" if "header" in low else "entries" if "entries" in low else "all")
+        part = "headers" if "header" in low else "entries" if "entries" in low else "all"
         return _table_cells(text, part)
     if "json" in low:
         if "{" not in text or "}" not in text:
@@ -929,19 +1075,27 @@ def language_english(rule: str, text: str) -> bool:
 # ----------------------------------------------------------------------------------------------- Length_Paragraphs
 _PN = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
 _PARAGRAPH_RULES = [  # (pattern, kind): first match decides; "range" takes two digit groups
-    (rf"exactly {_PN} paragraphs?", "exact"), (rf"must be exactly {_PN} paragraphs?", "exact"),
+    (rf"exactly {_PN} paragraphs?", "exact"),
+    (rf"must be exactly {_PN} paragraphs?", "exact"),
     (rf"(?:should|must) contain {_PN} paragraphs?", "exact"),
     (r"(?:must|should)? be a single paragraph", "single"),
     (r"(?:the response|the text|the answer) must be a single paragraph", "single"),
-    (rf"at least {_PN} paragraphs?", "min"), (rf"least: {_PN} paragraphs?", "min"),
+    (rf"at least {_PN} paragraphs?", "min"),
+    (rf"least: {_PN} paragraphs?", "min"),
     (rf"a minimum of {_PN}(?: distinct)? paragraphs?", "min"),
-    (rf"at most {_PN} paragraphs?", "max"), (rf"not exceeding {_PN} paragraphs?", "max"),
-    (rf"no more than {_PN} paragraphs?", "max"), (r"最多(?:分为)?(\d+|一|两|二|三|四|五|六|七|八|九|十)个段落", "max"),
-    (r"range (\d+)-(\d+) paragraphs?", "range"), (r"range: (\d+)-(\d+)", "range"),
-    (r"between (\d+) and (\d+) paragraphs?", "range"), (r"between (\d+) to (\d+) paragraphs?", "range"),
-    (r"(\d+) to (\d+) paragraphs?", "range"), (r"(?:divided)? into (\d+) to (\d+) paragraphs?", "range"),
+    (rf"at most {_PN} paragraphs?", "max"),
+    (rf"not exceeding {_PN} paragraphs?", "max"),
+    (rf"no more than {_PN} paragraphs?", "max"),
+    (r"最多(?:分为)?(\d+|一|两|二|三|四|五|六|七|八|九|十)个段落", "max"),
+    (r"range (\d+)-(\d+) paragraphs?", "range"),
+    (r"range: (\d+)-(\d+)", "range"),
+    (r"between (\d+) and (\d+) paragraphs?", "range"),
+    (r"between (\d+) to (\d+) paragraphs?", "range"),
+    (r"(\d+) to (\d+) paragraphs?", "range"),
+    (r"(?:divided)? into (\d+) to (\d+) paragraphs?", "range"),
     (r"a range of (\d+) to (\d+) paragraphs?", "range"),
-    (rf"organized into at least {_PN} paragraphs?", "min"), (rf"structured into at most {_PN} paragraphs?", "max"),
+    (rf"organized into at least {_PN} paragraphs?", "min"),
+    (rf"structured into at most {_PN} paragraphs?", "max"),
 ]
 
 
@@ -971,28 +1125,53 @@ def length_paragraphs(rule: str, text: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------- Length_Sentences
-_SENTENCE_WORDS = {**_SMALL, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "fifty": 50,
-                   "hundred": 100, "thousand": 1000, **_CJK_DIGITS}
+_SENTENCE_WORDS = {
+    **_SMALL,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "thirty": 30,
+    "fifty": 50,
+    "hundred": 100,
+    "thousand": 1000,
+    **_CJK_DIGITS,
+}
 _SN = "(" + "|".join([r"\d+", *_SENTENCE_WORDS]) + ")"  # no word boundaries: "at least one" also reads "at least o..."
 _CJK_SENT = r"(?:个句子|句话|句|個句子)"
 _SENTENCE_RULES = [
-    (rf"exactly(?:[:])? {_SN} (?:topic )?sentences?", "exact"), (rf"(?:should|must) contain {_SN} sentences?", "exact"),
+    (rf"exactly(?:[:])? {_SN} (?:topic )?sentences?", "exact"),
+    (rf"(?:should|must) contain {_SN} sentences?", "exact"),
     (rf"must be exactly {_SN} sentences?", "exact"),
-    (r"(?:must|should)? be a single sentence", "single"), (r"consisting of (?:only )?one sentence", "single"),
-    (r"(?:the response|the text|the answer) must be a single sentence", "single"), (r"in a single sentence", "single"),
-    (rf"at least(?:[:])? {_SN} sentences?", "min"), (rf"a minimum of {_SN} sentences?", "min"),
-    (rf"no fewer than {_SN} sentences?", "min"), (rf"(?:包含)?(?:至少|最少)(?:包含)?{_SN}{_CJK_SENT}", "min"),
-    (rf"(?:must )?contain at most {_SN} sentences?", "max"), (rf"at most(?:[:])? {_SN} sentences?", "max"),
-    (rf"not exceeding {_SN} sentences?", "max"), (rf"no (?:more|longer) than {_SN} sentences?", "max"),
-    (rf"limited to {_SN} sentences?", "max"), (rf"(?:must|should)? not exceed {_SN} sentences?", "max"),
-    (rf"a maximum (?:length )?of {_SN} sentences?", "max"), (rf"not to exceed {_SN} sentences?", "max"),
-    (rf"not surpass(?: a total of)? {_SN} sentences?", "max"), (rf"(?:至多|最多)(?:包含)?{_SN}{_CJK_SENT}", "max"),
-    (rf"range(?:[:])? {_SN}-{_SN} sentences?", "range"), (rf"between {_SN} and {_SN} sentences?", "range"),
-    (rf"between {_SN} to {_SN} sentences?", "range"), (rf"into {_SN} to {_SN} sentences?", "range"),
-    (rf"a range of {_SN} to {_SN} sentences?", "range"), (rf"be composed of {_SN} to {_SN} sentences?", "range"),
-    (rf"consists? of {_SN} to {_SN} sentences?", "range"), (rf"consisting of {_SN} to {_SN} sentences?", "range"),
+    (r"(?:must|should)? be a single sentence", "single"),
+    (r"consisting of (?:only )?one sentence", "single"),
+    (r"(?:the response|the text|the answer) must be a single sentence", "single"),
+    (r"in a single sentence", "single"),
+    (rf"at least(?:[:])? {_SN} sentences?", "min"),
+    (rf"a minimum of {_SN} sentences?", "min"),
+    (rf"no fewer than {_SN} sentences?", "min"),
+    (rf"(?:包含)?(?:至少|最少)(?:包含)?{_SN}{_CJK_SENT}", "min"),
+    (rf"(?:must )?contain at most {_SN} sentences?", "max"),
+    (rf"at most(?:[:])? {_SN} sentences?", "max"),
+    (rf"not exceeding {_SN} sentences?", "max"),
+    (rf"no (?:more|longer) than {_SN} sentences?", "max"),
+    (rf"limited to {_SN} sentences?", "max"),
+    (rf"(?:must|should)? not exceed {_SN} sentences?", "max"),
+    (rf"a maximum (?:length )?of {_SN} sentences?", "max"),
+    (rf"not to exceed {_SN} sentences?", "max"),
+    (rf"not surpass(?: a total of)? {_SN} sentences?", "max"),
+    (rf"(?:至多|最多)(?:包含)?{_SN}{_CJK_SENT}", "max"),
+    (rf"range(?:[:])? {_SN}-{_SN} sentences?", "range"),
+    (rf"between {_SN} and {_SN} sentences?", "range"),
+    (rf"between {_SN} to {_SN} sentences?", "range"),
+    (rf"into {_SN} to {_SN} sentences?", "range"),
+    (rf"a range of {_SN} to {_SN} sentences?", "range"),
+    (rf"be composed of {_SN} to {_SN} sentences?", "range"),
+    (rf"consists? of {_SN} to {_SN} sentences?", "range"),
+    (rf"consisting of {_SN} to {_SN} sentences?", "range"),
     (rf"{_SN}到{_SN}{_CJK_SENT}", "range"),
-    (rf"organized into at least {_SN} sentences?", "min"), (rf"structured into at most {_SN} sentences?", "max"),
+    (rf"organized into at least {_SN} sentences?", "min"),
+    (rf"structured into at most {_SN} sentences?", "max"),
 ]
 
 
@@ -1013,12 +1192,20 @@ def length_sentences(rule: str, text: str) -> bool:
 _WORD_NUMBERS = {"zero": 0, **_SMALL, **_TEENS_TENS}
 _CJK_CHAR = r"[\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\u3000-\u303f\uff00-\uffef]"
 _EACH_WORD_BOUNDS = [  # (pattern, kind) on the rule with number words already turned into digits
-    (r"between (\d+) and (\d+) words", "range"), (r"range: (\d+)-(\d+) words", "range"),
-    (r"at least (\d+) words", "min"), (r"a minimum of (\d+) words", "min"), (r"a minimum length of (\d+) words", "min"),
-    (r"at most (\d+) words", "max"), (r"exactly (\d+) words", "exact"), (r"no more than (\d+) words", "max"),
-    (r"not exceed (\d+) words", "max"), (r"a maximum of (\d+) words", "max"),
-    (r"a maximum length of (\d+) words", "max"), (r"limit of (\d+) words", "max"),
-    (r"not exceeding (\d+) words", "max"), (r"less than (\d+) words", "max"),  # "less than N" means <= N here
+    (r"between (\d+) and (\d+) words", "range"),
+    (r"range: (\d+)-(\d+) words", "range"),
+    (r"at least (\d+) words", "min"),
+    (r"a minimum of (\d+) words", "min"),
+    (r"a minimum length of (\d+) words", "min"),
+    (r"at most (\d+) words", "max"),
+    (r"exactly (\d+) words", "exact"),
+    (r"no more than (\d+) words", "max"),
+    (r"not exceed (\d+) words", "max"),
+    (r"a maximum of (\d+) words", "max"),
+    (r"a maximum length of (\d+) words", "max"),
+    (r"limit of (\d+) words", "max"),
+    (r"not exceeding (\d+) words", "max"),
+    (r"less than (\d+) words", "max"),  # "less than N" means <= N here
 ]
 _WORD_RANGES = [
     r"between\s+([a-z0-9-– ]+?)\s+to\s+([a-z0-9-– ]+?)(?=\s*word|$|\b)",
@@ -1045,15 +1232,18 @@ def _table_cells_for(text: str, target: str) -> list[str]:
             cells += [c.strip() for c in line[1:-1].split("|") if c.strip()]
     if "\0split" in cells:
         at = cells.index("\0split")
-        headers, data = cells[:at], [c for c in cells[at + 1:] if c != "\0split"]
+        headers, data = cells[:at], [c for c in cells[at + 1 :] if c != "\0split"]
     else:
         headers, data = cells, []
     if not headers:
         return []
     width = len(headers)
-    found = [value for i in range(0, len(data) - width + 1, width)
-             for key, value in dict(zip(headers, data[i:i + width])).items()
-             if key.lower() != value.lower() and target.lower() in key.lower()]
+    found = [
+        value
+        for i in range(0, len(data) - width + 1, width)
+        for key, value in dict(zip(headers, data[i : i + width])).items()
+        if key.lower() != value.lower() and target.lower() in key.lower()
+    ]
     return found or cells
 
 
@@ -1073,15 +1263,21 @@ def _each_word_elements(text: str, target: str | None) -> list[str]:
         return [ln.split(":", 1)[-1].split(".", 1)[-1].strip() for ln in text.split("\n") if _NUMBERED.match(ln)]
     if shape == "bullet":
         return _bullet_items(text)
-    return [ln.strip().lstrip("#").strip() for ln in text.split("\n")
-            if ln.strip() and not ln.strip().strip("*#'\"").endswith(":") and not re.match(r"^\|.*\|$", ln.strip())]
+    return [
+        ln.strip().lstrip("#").strip()
+        for ln in text.split("\n")
+        if ln.strip() and not ln.strip().strip("*#'\"").endswith(":") and not re.match(r"^\|.*\|$", ln.strip())
+    ]
 
 
 def _each_length_words(rule: str, text: str) -> bool:
-    """"Each X ..." word limits: every list item / matching table cell / JSON value / non-label line is checked."""
+    """ "Each X ..." word limits: every list item / matching table cell / JSON value / non-label line is checked."""
     if re.search(r"each word must be", rule, re.I):
-        m = re.search(r"(?i)must be (at most|at least) (\b(?:one|two|three|four|five|six|seven|eight|nine|ten|\d+)\b) "
-                      r"characters", rule)
+        m = re.search(
+            r"(?i)must be (at most|at least) (\b(?:one|two|three|four|five|six|seven|eight|nine|ten|\d+)\b) "
+            r"characters",
+            rule,
+        )
         if m is None:
             return False  # the official code raises here
         if m.group(1) in ("at most", "at least"):  # only lower-case: "At most" falls through to the word limits
@@ -1089,10 +1285,15 @@ def _each_length_words(rule: str, text: str) -> bool:
                 return False  # the official code raises on a limit spelled as a word
             n, words = int(m.group(2)), text.split(" ")
             return all(len(w) <= n for w in words) if m.group(1) == "at most" else all(len(w) >= n for w in words)
-    rule = re.sub(r"\b(" + "|".join(_WORD_NUMBERS) + r")\b", lambda m: str(_WORD_NUMBERS[m.group().lower()]), rule,
-                  flags=re.I)
-    m = re.search(r"(?:each entry in the|Each entry in the|Each|each|The|the)\s+(.+?)\s+(?:is|in the table|column|"
-                  r"must|consists of|contains?|should|have)", rule, re.I)
+    rule = re.sub(
+        r"\b(" + "|".join(_WORD_NUMBERS) + r")\b", lambda m: str(_WORD_NUMBERS[m.group().lower()]), rule, flags=re.I
+    )
+    m = re.search(
+        r"(?:each entry in the|Each entry in the|Each|each|The|the)\s+(.+?)\s+(?:is|in the table|column|"
+        r"must|consists of|contains?|should|have)",
+        rule,
+        re.I,
+    )
     target = m.group(1).lower().replace('"', "").replace("'", "") if m else None
     for pattern, kind in _EACH_WORD_BOUNDS:
         m = re.search(pattern, rule, re.I)
@@ -1137,17 +1338,24 @@ def length_words(rule: str, text: str) -> bool:
         m = re.search(r"(?:at\s+least|minimum\s+of|minimum\s+length\s+of|no\s+less\s+than)\s+(\S+)\s+word", low)
         lo = number(m.group(1)) if m else None
     if hi is None:
-        m = re.search(r"(?:not\s+exceed|not\s+exceeding|not\s+surpass|at\s+most|no\s+more\s+than|maximum\s+of|"
-                      r"maximum\s+length\s+of|no\s+longer\s+than|limit\s+of|within|within\s+a)\s+(\S+)\s+word", low)
+        m = re.search(
+            r"(?:not\s+exceed|not\s+exceeding|not\s+surpass|at\s+most|no\s+more\s+than|maximum\s+of|"
+            r"maximum\s+length\s+of|no\s+longer\s+than|limit\s+of|within|within\s+a)\s+(\S+)\s+word",
+            low,
+        )
         hi = number(m.group(1)) if m else None
     if hi is None:
         m = re.search(r"(?:最多)([0-9]+)(?:个|字)", low) or re.search(
-            r"(?:在)([0-9]+)\s*(?:个单词以内|个字以内|字以内|单词以内|词以内|字)", low)
+            r"(?:在)([0-9]+)\s*(?:个单词以内|个字以内|字以内|单词以内|词以内|字)", low
+        )
         hi = number(m.group(1)) if m else None
     m = re.search(r"(?:at\s+least|minimum\s+of)\s+(\S+)\s+sentence", low)
     s_lo = number(m.group(1)) if m else None
-    m = re.search(r"(?:not\s+exceed|at\s+most|no\s+more\s+than|maximum\s+of|maximum\s+length\s+of|no\s+longer\s+than)"
-                  r"\s+(\S+)\s+sentence", low)
+    m = re.search(
+        r"(?:not\s+exceed|at\s+most|no\s+more\s+than|maximum\s+of|maximum\s+length\s+of|no\s+longer\s+than)"
+        r"\s+(\S+)\s+sentence",
+        low,
+    )
     s_hi = number(m.group(1)) if m else None
     for m in re.finditer(r"[\"']([^\']*)[\"']", low):  # quoted keywords (from the lower-cased rule) must appear
         if not _keyword_regex(m.group(1)).search(text):
@@ -1157,18 +1365,27 @@ def length_words(rule: str, text: str) -> bool:
 
 # ----------------------------------------------------------------------------------------------- dispatch
 _SCRIPTS: dict[str, Callable[[str, str], bool]] = {
-    "Content_Keywords": content_keywords, "Content_Others": content_others,
-    "Content_Punctuation": content_punctuation, "Format_Json": format_json, "Format_Markdown": format_markdown,
-    "Format_Others": format_others, "Format_Table": format_table, "Language_Chinese": language_chinese,
-    "Language_English": language_english, "Length_Paragraphs": length_paragraphs,
-    "Length_Sentences": length_sentences, "Length_Words": length_words,
+    "Content_Keywords": content_keywords,
+    "Content_Others": content_others,
+    "Content_Punctuation": content_punctuation,
+    "Format_Json": format_json,
+    "Format_Markdown": format_markdown,
+    "Format_Others": format_others,
+    "Format_Table": format_table,
+    "Language_Chinese": language_chinese,
+    "Language_English": language_english,
+    "Length_Paragraphs": length_paragraphs,
+    "Length_Sentences": length_sentences,
+    "Length_Words": length_words,
 }
 # key (f"{category}_{subcategory}" as the data spells it) -> (script, the First_Second it is reported under)
 _KEYS: dict[str, tuple[str, str]] = {
     "Content_Keywords": ("Content_Keywords", "Content_Keywords"),
     "Content_Keywords: Must include": ("Content_Keywords", "Content_Keywords"),
-    "Length_Words": ("Length_Words", "Length_Words"), "Length_Words: At most": ("Length_Words", "Length_Words"),
-    "Length_Words: At least": ("Length_Words", "Length_Words"), "Length_Words: Range": ("Length_Words", "Length_Words"),
+    "Length_Words": ("Length_Words", "Length_Words"),
+    "Length_Words: At most": ("Length_Words", "Length_Words"),
+    "Length_Words: At least": ("Length_Words", "Length_Words"),
+    "Length_Words: Range": ("Length_Words", "Length_Words"),
     "Length_Sentences": ("Length_Sentences", "Length_Sentences"),
     "Length_Sentences: At least": ("Length_Sentences", "Length_Sentences"),
     "Length_Sentences: At most": ("Length_Sentences", "Length_Sentences"),
@@ -1178,8 +1395,10 @@ _KEYS: dict[str, tuple[str, str]] = {
     "Length_Paragraphs: At least": ("Length_Paragraphs", "Length_Paragraphs"),
     "Length_Paragraphs: Range": ("Length_Paragraphs", "Length_Paragraphs"),
     "Paragraphs_At most": ("Length_Paragraphs", "Length_Paragraphs"),
-    "Format_Table": ("Format_Table", "Format_Table"), "Table_Row limit": ("Format_Table", "Format_Table"),
-    "Table_Column limit": ("Format_Table", "Format_Table"), "Format_Table: Row limit": ("Format_Table", "Format_Table"),
+    "Format_Table": ("Format_Table", "Format_Table"),
+    "Table_Row limit": ("Format_Table", "Format_Table"),
+    "Table_Column limit": ("Format_Table", "Format_Table"),
+    "Format_Table: Row limit": ("Format_Table", "Format_Table"),
     "Format_Table: Column limit": ("Format_Table", "Format_Table"),
     "Punctuation_Ending punctuation": ("Content_Punctuation", "Content_Punctuation"),
     "Content_Punctuation: Ending punctuation": ("Content_Punctuation", "Content_Punctuation"),
@@ -1191,7 +1410,8 @@ _KEYS: dict[str, tuple[str, str]] = {
     "Markdown_Heading levels": ("Format_Markdown", "Format_Markdown"),
     "Format_Markdown: Heading levels": ("Format_Markdown", "Format_Markdown"),
     "Markdown_Block quotes": ("Format_Markdown", "Format_Markdown"),
-    "Json_Object nesting levels": ("Format_Json", "Format_Json"), "Format_Json": ("Format_Json", "Format_Json"),
+    "Json_Object nesting levels": ("Format_Json", "Format_Json"),
+    "Format_Json": ("Format_Json", "Format_Json"),
     "Language_Chinese": ("Language_Chinese", "Language_Chinese"),
     "Language_Chinese: Simplified": ("Language_Chinese", "Language_Chinese"),
     "Language_Chinese: Traditional": ("Language_Chinese", "Language_Chinese"),
@@ -1206,12 +1426,15 @@ _KEYS: dict[str, tuple[str, str]] = {
     "XML_Number of attributes": ("Format_Others", "Format_XML"),
     "References_Format": ("Format_Others", "Content_Identifiers"),
     "Format_Bullet Points": ("Format_Others", "Content_Identifiers"),
-    "Format_XML": ("Format_Others", "Format_XML"), "Format_Blurb": ("Format_Others", "Length_Words"),
+    "Format_XML": ("Format_Others", "Format_XML"),
+    "Format_Blurb": ("Format_Others", "Length_Words"),
     "Table_Table": ("Format_Others", "Format_Table"),
     "Sentences_At most": ("Length_Sentences", "Length_Sentences"),
     "Sentences_At least": ("Length_Sentences", "Length_Sentences"),
-    "Words_At most": ("Length_Words", "Length_Words"), "Json_Number of attributes": ("Format_Json", "Format_Json"),
-    "Format_Word Count": ("Length_Words", "Length_Words"), "Format_Length": ("Format_Others", "Length_Words"),
+    "Words_At most": ("Length_Words", "Length_Words"),
+    "Json_Number of attributes": ("Format_Json", "Format_Json"),
+    "Format_Word Count": ("Length_Words", "Length_Words"),
+    "Format_Length": ("Format_Others", "Length_Words"),
 }
 
 
