@@ -47,7 +47,8 @@ from ..core import (
     response_advantages,
     tokens_for_mass,
 )
-from .transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
+from ..rewards.contract import RewardVector
+from .transport import pop_reward_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +59,12 @@ REWARD_LOW = 0.0  # the lowest possible value of every shipped reward (all are 0
 
 @dataclass
 class RewardBatch:
-    """The whole rollout batch's reward vectors in original rollout order (rows = ``experience.index``).
+    """The whole rollout batch's rewards as tensors, rows in original rollout order (``experience.index``).
 
-    values/present: (N, K); names/blocks: N lists of K strings ("" pads missing rewards); spans: N entries,
-    None (the reward function records no spans) or K block spans in the prompt (None pads).
+    Built from the per-response ``RewardVector``s (``from_vectors``); K is the largest K of the batch.
+    values/present: (N, K), present 0 where a row has fewer rewards; names/blocks: N lists of K strings ("" pads
+    missing rewards); spans: N entries, None (the reward function records no spans) or K block spans in the
+    prompt (None pads).
     """
 
     values: torch.Tensor
@@ -71,26 +74,29 @@ class RewardBatch:
     spans: list | None = None
     nonfinite: int = 0  # values dropped as verifier failures (``drop_nonfinite``)
 
-
-def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> RewardBatch:
-    """Merge per-micro-batch reward vectors (popped from info) into original order."""
-    n = sum(len(e.index) for e in experiences)
-    k = max(v[VALUES].shape[1] for v in vectors)
-    values = torch.zeros(n, k)
-    present = torch.zeros(n, k)
-    names: list[list[str]] = [[] for _ in range(n)]
-    blocks: list[list[str]] = [[] for _ in range(n)]
-    spans: list = [None] * n
-    for exp, vec in zip(experiences, vectors):
-        kk = vec[VALUES].shape[1]
-        for row, g in enumerate(exp.index):
-            values[g, :kk] = vec[VALUES][row].float()
-            present[g, :kk] = vec[PRESENT][row].float()
-            names[g] = list(vec[NAMES][row]) + [""] * (k - len(vec[NAMES][row]))
-            blocks[g] = list(vec[BLOCKS][row]) + [""] * (k - len(vec[BLOCKS][row]))
-            row_spans = vec.get(SPANS, [None] * len(exp.index))[row]
-            spans[g] = None if row_spans is None else list(row_spans) + [None] * (k - len(row_spans))
-    return RewardBatch(values, present, names, blocks, spans)
+    @classmethod
+    def from_vectors(cls, experiences: Sequence[Any], vectors: Sequence[Sequence[RewardVector]]) -> RewardBatch:
+        """Merge each micro-batch's vectors (``vectors[i][row]`` belongs to ``experiences[i].index[row]``)."""
+        n = sum(len(e.index) for e in experiences)
+        k = max(len(v.items) for per in vectors for v in per)
+        values = torch.zeros(n, k)
+        present = torch.zeros(n, k)
+        names: list[list[str]] = [[] for _ in range(n)]
+        blocks: list[list[str]] = [[] for _ in range(n)]
+        spans: list = [None] * n
+        for exp, per in zip(experiences, vectors):
+            if len(per) != len(exp.index):
+                raise RuntimeError(f"{len(per)} reward vectors for a micro-batch of {len(exp.index)} responses")
+            for vec, g in zip(per, exp.index):
+                kk = len(vec.items)
+                values[g, :kk] = torch.tensor(vec.values)
+                present[g, :kk] = 1.0
+                names[g] = vec.names + [""] * (k - kk)
+                blocks[g] = [it.block for it in vec.items] + [""] * (k - kk)
+                spans[g] = None if vec.spans is None else [None if sp is None else tuple(sp) for sp in vec.spans]
+                if spans[g] is not None:
+                    spans[g] += [None] * (k - kk)
+        return cls(values, present, names, blocks, spans)
 
 
 def drop_nonfinite(batch: RewardBatch) -> RewardBatch:
@@ -186,7 +192,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         vectors = [pop_reward_vectors(e) for e in experiences]
         if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
             if all(vectors):
-                self.last_metrics = self._reward_metrics(gather_reward_batch(experiences, vectors), None)
+                self.last_metrics = self._reward_metrics(RewardBatch.from_vectors(experiences, vectors), None)
             return super().compute_advantages_and_returns(experiences)
         if not all(vectors):
             raise RuntimeError("reward vectors missing: the MRTPO samples generator did not run for these samples")
@@ -198,7 +204,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         for e in experiences:
             # (B, 1) rewards (a JSON-list reward) are (B,) here, as upstream's group estimators read them
             e.rewards = e.rewards.to(torch.promote_types(e.rewards.dtype, torch.float32)).reshape(len(e.index))
-        batch = drop_nonfinite(gather_reward_batch(experiences, vectors))
+        batch = drop_nonfinite(RewardBatch.from_vectors(experiences, vectors))
         for e in experiences:
             # a non-finite scalar is the sum of a vector holding a failure: recompute it without the absent values
             total = (batch.values[e.index] * batch.present[e.index]).sum(1).to(e.rewards.dtype)

@@ -12,6 +12,7 @@ import mrtpo_openrlhf.adapter.experience_maker as em
 import mrtpo_openrlhf.core.estimators as estimators
 from mrtpo_openrlhf.adapter.experience_maker import MRTPOExperienceMaker, response_span, split_for_ranks
 from mrtpo_openrlhf.adapter.samples_generator import MRTPOSamplesGenerator
+from mrtpo_openrlhf.adapter.transport import VECTOR
 from mrtpo_openrlhf.core import JOINT, replay_relevance, request_from_text
 
 NAMES = ["format", "executable", "execution"]
@@ -69,8 +70,15 @@ def no_ray(monkeypatch):
     monkeypatch.setattr(em.ray, "get", lambda refs: refs)
 
 
+def vector(e):
+    """The single RewardVector a one-response sample carries."""
+    (vec,) = e.info[VECTOR]
+    return vec
+
+
 def rewards_in_order(exps):
-    return torch.cat([e.info["mrtpo_values"] for e in exps]), [e.info["mrtpo_blocks"][0] for e in exps]
+    vecs = [vector(e) for e in exps]
+    return torch.tensor([v.values for v in vecs]), [[it.block for it in v.items] for v in vecs]
 
 
 def gdpo_levels(R, n=4):
@@ -120,7 +128,7 @@ def test_mrtpo_advantages_equal_naive_reference(seed, tiny_llama, char_tokenizer
             assert torch.allclose(e.advantages[row][valid], torch.tensor(expected[g]), atol=1e-4), g
             assert (e.advantages[row][~valid] == 0).all()
             assert torch.equal(e.returns[row], e.advantages[row])
-        assert "mrtpo_values" not in e.info and "mrtpo_blocks" not in e.info
+        assert VECTOR not in e.info
         assert all(isinstance(v, torch.Tensor) and v.shape == (len(e.index),) for v in e.info.values())
     metrics = m.pop_metrics()
     assert metrics["mrtpo/beta"] == 0.5
@@ -175,7 +183,7 @@ def test_beta_warmup_zero_step_skips_replay(tiny_llama, char_tokenizer):
 
 def test_group_with_mismatched_reward_names_fails_clearly(tiny_llama, char_tokenizer):
     samples = rollout(6)
-    samples[1].info["mrtpo_names"] = [["format", "oops", "execution"]]
+    vector(samples[1]).items[1].name = "oops"
     m = maker(make_args(), tiny_llama, char_tokenizer)
     with pytest.raises(ValueError, match="reward names differ inside one prompt's group"):
         m.compute_advantages_and_returns(micro_batches(samples, 4, 0))
@@ -323,8 +331,9 @@ def test_nonfinite_reward_is_an_absent_reward(bad, tiny_llama, char_tokenizer):
     R[1, 2] = R[2, 2] = 0.0
     R[3, 2] = 1.0
     for s, row in zip(samples, R):
-        s.info["mrtpo_values"] = row[None].clone()
-    samples[0].info["mrtpo_values"][0, 2] = bad
+        for it, v in zip(vector(s).items, row.tolist()):
+            it.value = v
+    vector(samples[0]).items[2].value = bad
     samples[0].rewards = samples[0].rewards + bad  # the scalar sum is broken too
     m = maker(make_args(estimator="gdpo"), tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
@@ -405,7 +414,7 @@ def test_verifier_exception_costs_the_response_not_the_run(tiny_llama, char_toke
 
     _, samples = reward_func_samples({"Question 0: count. answer 0.2"})
     assert samples[2].info["sql_has_query"].tolist() == [0.0]  # the fallback carries the task's numeric logs
-    assert samples[2].info["mrtpo_values"].tolist() == [[0.0, 0.0]]
+    assert vector(samples[2]).values == [0.0, 0.0]
     m = maker(make_args(beta=0.5), tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(samples, 4, 0))
     for e in out:
@@ -522,7 +531,8 @@ def test_saw_weights_per_reward_name(tiny_llama, char_tokenizer):
     R, _ = rewards_in_order(samples)
     names = [["a", "b", "c"] if g < 4 else ["c", "a", "b"] for g in range(len(R))]
     for s, n in zip(samples, names):
-        s.info["mrtpo_names"] = [n]
+        for it, name in zip(vector(s).items, n):
+            it.name = name
     m = maker(make_args(estimator="gdpo", weighting="saw"), tiny_llama, char_tokenizer)
     out = {
         g: e.advantages[row][e.action_mask[row].bool()]
