@@ -10,6 +10,7 @@ families (default: the response bound ``MAX_RESPONSE_CHARS``, the largest respon
 ``oversize`` family always sends 1 MB. ``--quick`` scores each flood once with every checker in one label instead
 of once per checker. The goal (issue 15): every call under 3 s and under 1 GiB extra.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,7 @@ def cpu_seconds() -> float:
 
 def run_case(case: corpus.Case, timeout: float) -> tuple[float, float, int, str]:
     """(wall seconds, CPU seconds, peak extra bytes, note) of one reward call in a forked child."""
-    from mrtpo_openrlhf.rewards.registry import get_reward_func
+    from mrtpo_openrlhf.tasks import get_reward_func
 
     func = get_reward_func(case.task)
     read_fd, write_fd = os.pipe()
@@ -85,7 +86,7 @@ def run_case(case: corpus.Case, timeout: float) -> tuple[float, float, int, str]
 
 def warm_up(workdir: Path) -> None:
     """Import every task and fill the caches a running server would have (gold results, NLTK, langdetect)."""
-    from mrtpo_openrlhf.rewards.registry import get_reward_func
+    from mrtpo_openrlhf.tasks import get_reward_func
 
     for case in corpus.sql_compare_cases(workdir)[:2] + [corpus.sql_cases(100)[0]]:
         get_reward_func("sql")([case.query], [case.prompt], [case.label])
@@ -112,20 +113,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:  # one label holding every checker per flood
         kwargs = corpus.instruction_kwargs()
         label = {"instruction_id_list": list(kwargs), "kwargs": list(kwargs.values())}
-        cases += [corpus.Case("instruction", f"all_checkers/{k}", "instruction", v, "", label)
-                  for k, v in corpus.floods(args.size).items()]
+        cases += [
+            corpus.Case("instruction", f"all_checkers/{k}", "instruction", v, "", label)
+            for k, v in corpus.floods(args.size).items()
+        ]
     wanted = {f for f in args.families.split(",") if f}
     cases = [c for c in cases if not wanted or c.family in wanted]
     gc.freeze()  # children must not pay for collecting (and so copying) the parent's heap
-    print(f"{len(cases)} cases, payload size {args.size:,} chars (oversize: 1 MB); "
-          f"CPU {torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cores", flush=True)
+    print(
+        f"{len(cases)} cases, payload size {args.size:,} chars (oversize: 1 MB); "
+        f"CPU {torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cores",
+        flush=True,
+    )
     results: dict[str, list] = defaultdict(list)
     for case in cases:
         wall, cpu, extra, note = run_case(case, args.timeout)
         results[case.family].append((wall, cpu, extra, case.name, note))
     load = os.getloadavg()[0]
-    print(f"\nload average {load:.1f} on {os.cpu_count()} cores (wall time includes waiting for a core; CPU time "
-          "does not)")
+    print(
+        f"\nload average {load:.1f} on {os.cpu_count()} cores (wall time includes waiting for a core; CPU time "
+        "does not)"
+    )
     print(f"{'family':<12} {'cases':>6} {'worst wall s':>13} {'worst CPU s':>12} {'worst extra MiB':>16}  slowest case")
     failed = False
     for family, rows in results.items():
@@ -133,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         worst_c = max(r[1] for r in rows)
         worst_m = max(r[2] for r in rows)
         failed |= worst_t[0] > LIMIT_S or worst_m > LIMIT_BYTES
-        print(f"{family:<12} {len(rows):>6} {worst_t[0]:>13.2f} {worst_c:>12.2f} {worst_m / 2**20:>16.1f}  "
-              f"{worst_t[3]} ({worst_t[4]})")
+        print(
+            f"{family:<12} {len(rows):>6} {worst_t[0]:>13.2f} {worst_c:>12.2f} {worst_m / 2**20:>16.1f}  "
+            f"{worst_t[3]} ({worst_t[4]})"
+        )
     for family, rows in results.items():
         print(f"\n{family}: slowest {args.show} (wall s, CPU s, extra MiB)")
         for wall, cpu, extra, name, note in sorted(rows, reverse=True)[: args.show]:

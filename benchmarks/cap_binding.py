@@ -12,6 +12,7 @@ runs at ``beta`` with each candidate cap. Printed per file and cap: the share of
 cap changes the advantage, the share of responses with at least one such token, and the share of all moved
 (reallocated) credit the cap removes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,10 +86,13 @@ def measure(groups, beta: float, caps=CAPS, mode: str = "observed") -> dict[floa
             binding_tokens += int(binding.sum())
             responses += adv.shape[0]
             binding_responses += int(binding.any(-1).sum())
-        out[cap] = {"token_frac": binding_tokens / max(tokens, 1),
-                    "response_frac": binding_responses / max(responses, 1),
-                    "moved_credit_removed": removed / max(received, 1e-12),
-                    "tokens": tokens, "responses": responses}
+        out[cap] = {
+            "token_frac": binding_tokens / max(tokens, 1),
+            "response_frac": binding_responses / max(responses, 1),
+            "moved_credit_removed": removed / max(received, 1e-12),
+            "tokens": tokens,
+            "responses": responses,
+        }
     return out
 
 
@@ -102,9 +106,11 @@ def main(argv=None) -> None:
         groups = load_groups(path)
         print(f"{path}: {len(groups)} groups, beta={args.beta}, advantages={args.advantages}")
         for cap, m in measure(groups, args.beta, mode=args.advantages).items():
-            print(f"  cap {cap:>4}: binds on {m['token_frac']:.4f} of {m['tokens']} tokens, "
-                  f"{m['response_frac']:.3f} of {m['responses']} responses; "
-                  f"removes {m['moved_credit_removed']:.4f} of the moved credit")
+            print(
+                f"  cap {cap:>4}: binds on {m['token_frac']:.4f} of {m['tokens']} tokens, "
+                f"{m['response_frac']:.3f} of {m['responses']} responses; "
+                f"removes {m['moved_credit_removed']:.4f} of the moved credit"
+            )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Each dtype: one warm-up call, then up to ``--repeats`` timed calls (fewer once `
 the best time gives GFLOP/s = 2 m k n / t. Prints the CPU (torch capability, the cpuinfo bf16 flags, threads)
 and one JSON line for the record.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,16 +73,20 @@ def main(argv=None) -> int:
         "ONEDNN_MAX_CPU_ISA": os.environ.get("ONEDNN_MAX_CPU_ISA", ""),
         "auto_dtype": resolve("auto").dtype,
     }
-    print(f"torch {cpu['torch']}, CPU capability {cpu['cpu_capability']}, cpuinfo bf16 flags "
-          f"{', '.join(flags) or 'none'}, {cpu['threads']} threads; MRTPO_CPU_DTYPE=auto would pick "
-          f"{cpu['auto_dtype']}")
+    print(
+        f"torch {cpu['torch']}, CPU capability {cpu['cpu_capability']}, cpuinfo bf16 flags "
+        f"{', '.join(flags) or 'none'}, {cpu['threads']} threads; MRTPO_CPU_DTYPE=auto would pick "
+        f"{cpu['auto_dtype']}"
+    )
     print(f"matmul ({args.m} x {args.k}) @ ({args.k} x {args.n}), {2 * args.m * args.k * args.n / 1e9:.1f} GFLOP")
     results = {}
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         results[name] = time_matmul(args.m, args.k, args.n, dtype, args.repeats, args.budget)
         r = results[name]
-        print(f"  {name}: {r['gflops']:8.1f} GFLOP/s  ({r['seconds'] * 1e3:9.1f} ms best of {r['timed_calls']})",
-              flush=True)
+        print(
+            f"  {name}: {r['gflops']:8.1f} GFLOP/s  ({r['seconds'] * 1e3:9.1f} ms best of {r['timed_calls']})",
+            flush=True,
+        )
     ratio = results["fp32"]["gflops"] / results["bf16"]["gflops"]
     print(f"  fp32 / bf16 speed: {ratio:.2f}x")
     print(json.dumps({"shape": [args.m, args.k, args.n], **cpu, **results, "fp32_over_bf16": ratio}))

@@ -1,7 +1,8 @@
 """Agreement of the harness's verdicts with the benchmark owners' own scorers, run here on inputs made here.
 
-    python benchmarks/eval_parity.py [--only ifbench,ifeval,bfcl,spider] [--bfcl-limit N]
+    python benchmarks/eval_parity.py [--only ifbench,ifeval,bfcl,spider,muldimif] [--bfcl-limit N]
         [--ifbench-src /tmp/ifbench_main] [--ifeval-data /tmp/ifeval_data] [--spider-src /tmp/test-suite-sql-eval]
+        [--muldimif-src /tmp/muldimif_eval] [--muldimif-limit N]
 
 The official code is NOT part of this repository: point each ``--*-src`` at a read-only copy outside it
 (docs/eval.md says which commit was used and how it was copied). A benchmark whose source is missing is skipped.
@@ -18,8 +19,12 @@ The official code is NOT part of this repository: point each ``--*-src`` at a re
    BFCL's prompt-mode decoder ``default_decode_ast_prompting`` against ``predictions.parse_python_calls``.
 4. Spider: test-suite ``exec_eval.eval_exec_match`` on the SQL cases of tests/eval/test_sql_eval.py, with and
    without ``keep_distinct``.
+5. MulDimIF: its ``Code/evaluation`` scripts (``class_mapping[f"{category}_{subcategory}"].check``) on every
+   constraint of ``Data/test.json`` with shared shapes, prompt edits and ``targeted_muldimif`` boundary responses;
+   Language_Chinese only when ``zhconv`` is importable.
 Prints the agreement per benchmark and every disagreement (first 40).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,21 +54,41 @@ def perturbations(text: str) -> list[str]:
     shuffled = words[:]
     rng.shuffle(shuffled)
     return [
-        text, text.lower(), text.upper(), text.title(),
+        text,
+        text.lower(),
+        text.upper(),
+        text.title(),
         re.sub(r"[^\w\s]", "", text),
         text.replace('"', "\u201c").replace("'", "\u2019"),
-        " ".join(sentences[1:]), " ".join(sentences[:2]), text[: len(text) // 2],
-        " ".join(lines), "\n".join(ln for ln in lines if ln.strip()),
-        "\n".join(ln + " \U0001F600" for ln in lines), text.replace(" and ", "/"),
-        text.rstrip(".!? \n"), " ".join(shuffled[:40]), "*" + text + "\n*", "\n".join(words[:60]),
+        " ".join(sentences[1:]),
+        " ".join(sentences[:2]),
+        text[: len(text) // 2],
+        " ".join(lines),
+        "\n".join(ln for ln in lines if ln.strip()),
+        "\n".join(ln + " \U0001f600" for ln in lines),
+        text.replace(" and ", "/"),
+        text.rstrip(".!? \n"),
+        " ".join(shuffled[:40]),
+        "*" + text + "\n*",
+        "\n".join(words[:60]),
     ]
 
 
-GENERIC = ["a", "A.", "Hello world.", "Dr. Smith went home at 5 p.m. He slept. Did he? Yes!",
-           "Is it? Yes. It is. Wow! Really? Sure. Fine.", "\U0001F600 Start. End \U0001F600", "The iPhone Is Great",
-           "A Tale of Two Cities", "a Tale Of Two", "Emma met Liam, Sophia and Emmanuel; Noah's dog saw Avatar.",
-           "she/her and they/them, who? whoever! each of you, all of us, none.", '"quoted" then text "more"',
-           "one two three\nfour five six\n\nseven"]
+GENERIC = [
+    "a",
+    "A.",
+    "Hello world.",
+    "Dr. Smith went home at 5 p.m. He slept. Did he? Yes!",
+    "Is it? Yes. It is. Wow! Really? Sure. Fine.",
+    "\U0001f600 Start. End \U0001f600",
+    "The iPhone Is Great",
+    "A Tale of Two Cities",
+    "a Tale Of Two",
+    "Emma met Liam, Sophia and Emmanuel; Noah's dog saw Avatar.",
+    "she/her and they/them, who? whoever! each of you, all of us, none.",
+    '"quoted" then text "more"',
+    "one two three\nfour five six\n\nseven",
+]
 
 
 def targeted(iid: str, kwargs: dict, prompt: str) -> list[str]:
@@ -72,8 +97,13 @@ def targeted(iid: str, kwargs: dict, prompt: str) -> list[str]:
     kwargs = {k: int(v) if isinstance(v, float) and v == int(v) else v for k, v in kwargs.items()}
     if iid == "repeat:repeat_span":
         text, a, b = kwargs["prompt_to_repeat"], kwargs["n_start"], kwargs["n_end"]
-        out += [text[a:b + 1], text[a:b], text[a - 1:b + 1] if a else text[a:b + 2], " ".join(text.split()[a:b]),
-                text[a:b + 1].upper()]
+        out += [
+            text[a : b + 1],
+            text[a:b],
+            text[a - 1 : b + 1] if a else text[a : b + 2],
+            " ".join(text.split()[a:b]),
+            text[a : b + 1].upper(),
+        ]
     elif iid == "repeat:repeat_change":
         text = kwargs["prompt_to_repeat"]
         out += [text, "Changed " + " ".join(text.split()[1:]), " ".join(text.split()[1:])]
@@ -82,8 +112,13 @@ def targeted(iid: str, kwargs: dict, prompt: str) -> list[str]:
         n, m = kwargs.get("n", kwargs.get("N", 1)), kwargs.get("m", 2)
         filler = ["We", "walk", "to", "the", "old", "mill", "and", "back", "again", "today", "slowly", "now"]
         sentence = " ".join((filler * 5)[: m - 1] + [kw] + filler[:3]) + "."
-        for lead in (sentence, sentence.replace(kw, kw.upper()), sentence.replace(kw, kw + ","),
-                     sentence.replace(kw, "un" + kw), sentence.replace(" " + kw, ", " + kw)):
+        for lead in (
+            sentence,
+            sentence.replace(kw, kw.upper()),
+            sentence.replace(kw, kw + ","),
+            sentence.replace(kw, "un" + kw),
+            sentence.replace(" " + kw, ", " + kw),
+        ):
             out.append(" ".join(["This is one."] * (n - 1) + [lead, "The end."]))
         out += [f"A {kw} b c {kw} d.", f"A {kw} b c {kw}.", f"A {kw} b c {kw} d", f"The {kw.capitalize()} x {kw}!"]
     elif iid == "ratio:stop_words":
@@ -99,12 +134,20 @@ def targeted(iid: str, kwargs: dict, prompt: str) -> list[str]:
     elif iid == "count:person_names":
         n = kwargs["N"]
         names = ["Emma", "Liam", "Sophia", "Jackson", "Olivia", "Noah", "Ava", "Lucas", "Isabella", "Mason"]
-        out += [", ".join(names[:n]) + ".", ", ".join(names[: n - 1]) + " and Emmanuel.",
-                " ".join(x + "s" for x in names[:n]), " ".join(names[:n]).lower()]
+        out += [
+            ", ".join(names[:n]) + ".",
+            ", ".join(names[: n - 1]) + " and Emmanuel.",
+            " ".join(x + "s" for x in names[:n]),
+            " ".join(names[:n]).lower(),
+        ]
     elif iid == "count:pronouns":
         n = kwargs["N"]
-        out += [" ".join(["she/her"] * (n // 2 + 1)), "This and that, these or those? " * (n // 4 + 1),
-                " ".join(["Everyone"] * (n - 1)), "I'm sure you'll see it " * (n // 3 + 1)]
+        out += [
+            " ".join(["she/her"] * (n // 2 + 1)),
+            "This and that, these or those? " * (n // 4 + 1),
+            " ".join(["Everyone"] * (n - 1)),
+            "I'm sure you'll see it " * (n // 3 + 1),
+        ]
     elif iid == "format:title_case":
         out += ["A Tale Of Two Cities", "a Tale Of Two", "The iPhone Story", "Rock 'n' Roll Lives", "I Am X"]
     elif iid == "ratio:sentence_type":
@@ -203,8 +246,9 @@ def _import_official(src: Path, module: str, fresh: tuple[str, ...]):
         sys.path.remove(str(src))
 
 
-def if_parity(lib, inputs, responses: dict[str, list[str]], examples: dict, bench: str
-              ) -> tuple[int, int, dict[str, list[int]], list[str]]:
+def if_parity(
+    lib, inputs, responses: dict[str, list[str]], examples: dict, bench: str
+) -> tuple[int, int, dict[str, list[int]], list[str]]:
     """Compare every (instruction, mode) decision; returns agree, total, {instruction id: [agree, total]}, diffs."""
     agree = total = 0
     per_id: dict[str, list[int]] = {}
@@ -216,8 +260,10 @@ def if_parity(lib, inputs, responses: dict[str, list[str]], examples: dict, benc
         texts = responses.get(inp.prompt, [])
         ours = score_examples([ex] * len(texts), [Prediction(t) for t in texts], cfg)
         for variant, (text, rec) in enumerate(zip(texts, ours)):
-            for mode, fn in (("strict", lib.test_instruction_following_strict),
-                             ("loose", lib.test_instruction_following_loose)):
+            for mode, fn in (
+                ("strict", lib.test_instruction_following_strict),
+                ("loose", lib.test_instruction_following_loose),
+            ):
                 for index, (iid, kwargs) in enumerate(zip(inp.instruction_id_list, inp.kwargs)):
                     letter = str(kwargs.get("letter") or "a").lower()
                     if not rec["supported"][index] or not "a" <= letter <= "z":
@@ -226,8 +272,12 @@ def if_parity(lib, inputs, responses: dict[str, list[str]], examples: dict, benc
                         per_id.setdefault(iid, [0, 0])
                         skipped[iid] = skipped.get(iid, 0) + 1
                         continue
-                    single = lib.InputExample(key=inp.key, instruction_id_list=[iid], prompt=inp.prompt,
-                                              kwargs=[{k: v for k, v in kwargs.items() if v is not None}])
+                    single = lib.InputExample(
+                        key=inp.key,
+                        instruction_id_list=[iid],
+                        prompt=inp.prompt,
+                        kwargs=[{k: v for k, v in kwargs.items() if v is not None}],
+                    )
                     try:
                         official = fn(single, {inp.prompt: text}).follow_instruction_list[0]
                     except Exception as exc:  # noqa: BLE001 - the official checker crashed: the harness says False
@@ -240,8 +290,10 @@ def if_parity(lib, inputs, responses: dict[str, list[str]], examples: dict, benc
                     agree += same
                     total += 1
                     if not same:
-                        diffs.append(f"{bench} {inp.key} v{variant} {mode} {iid}: official {official}, ours {mine} "
-                                     f"| {text[:100]!r}")
+                        diffs.append(
+                            f"{bench} {inp.key} v{variant} {mode} {iid}: official {official}, ours {mine} "
+                            f"| {text[:100]!r}"
+                        )
     diffs += [f"not compared: {iid} x{n}" for iid, n in sorted(skipped.items())]
     return agree, total, per_id, diffs
 
@@ -256,8 +308,11 @@ def ifbench_parity(src: Path) -> tuple[int, int, dict[str, list[int]], list[str]
         responses = {}
         for inp in inputs:
             text = lib.get_response_for_prompt(inp, sample)
-            extra = [t for iid, kw in zip(inp.instruction_id_list, inp.kwargs)
-                     for t in targeted(iid, {k: v for k, v in kw.items() if v is not None}, inp.prompt)]
+            extra = [
+                t
+                for iid, kw in zip(inp.instruction_id_list, inp.kwargs)
+                for t in targeted(iid, {k: v for k, v in kw.items() if v is not None}, inp.prompt)
+            ]
             responses[inp.prompt] = (perturbations(text) if text else []) + extra + GENERIC
         examples = {ex.id: ex for ex in load_benchmark("ifbench", data)}
         return if_parity(lib, inputs, responses, examples, "ifbench")
@@ -275,16 +330,25 @@ def ifeval_parity(src: Path, data_dir: Path, limit: int | None) -> tuple[int, in
         util = sys.modules["ifbench.instructions_util"]
         util._get_sentence_tokenizer = lambda: PunktTokenizer("english")
         inputs = lib.read_prompt_list(str(data_dir / "input_data.jsonl"))[:limit]
-        sample = [json.loads(line)["response"] for line in
-                  (src / "data" / "sample_output.jsonl").read_text(encoding="utf-8").splitlines()]
-        mini = [json.loads(line)["response"] for line in
-                (ROOT / "mrtpo_openrlhf/data/instructions/eval_mini.jsonl").read_text(encoding="utf-8").splitlines()]
+        sample = [
+            json.loads(line)["response"]
+            for line in (src / "data" / "sample_output.jsonl").read_text(encoding="utf-8").splitlines()
+        ]
+        mini = [
+            json.loads(line)["response"]
+            for line in (ROOT / "mrtpo_openrlhf/data/instructions/eval_mini.jsonl")
+            .read_text(encoding="utf-8")
+            .splitlines()
+        ]
         pool = mini + sample
         responses = {}
         for index, inp in enumerate(inputs):
             texts = perturbations(pool[index % len(pool)])[:9]
-            texts += [t for iid, kw in zip(inp.instruction_id_list, inp.kwargs)
-                      for t in targeted_ifeval(iid, {k: v for k, v in kw.items() if v is not None}, inp.prompt)]
+            texts += [
+                t
+                for iid, kw in zip(inp.instruction_id_list, inp.kwargs)
+                for t in targeted_ifeval(iid, {k: v for k, v in kw.items() if v is not None}, inp.prompt)
+            ]
             responses[inp.prompt] = texts + GENERIC
         examples = {ex.id: ex for ex in load_benchmark("ifeval", data_dir)}
         return if_parity(lib, inputs, responses, examples, "ifeval")
@@ -293,18 +357,114 @@ def ifeval_parity(src: Path, data_dir: Path, limit: int | None) -> tuple[int, in
 # ----------------------------------------------------------------------------------------------- MulDimIF
 MULDIMIF_SHAPES = [
     "| Name | Age | City |\n|---|---|---|\n| Ann | 30 | Rome |\n| Bob | 25 | Oslo |",
-    '```json\n{"a": {"b": {"c": 1}}, "d": [1, 2]}\n```', "# Title\n\n## Part One\n\nText here.\n\n### Detail\n\nMore.",
-    "THIS IS ALL UPPERCASE TEXT. IT HAS TWO SENTENCES.", "This Text Uses Capitalized Words Only. Every Word Counts.",
-    "> A block quote.\n\nPlain text after it; it ends here.", "- one\n- two\n- three\n\nDone!",
-    '<root a="1" b="2"><item c="3">x</item></root>', "Short answer.", "One. Two. Three. Four. Five. Six.",
+    '```json\n{"a": {"b": {"c": 1}}, "d": [1, 2]}\n```',
+    "# Title\n\n## Part One\n\nText here.\n\n### Detail\n\nMore.",
+    "THIS IS ALL UPPERCASE TEXT. IT HAS TWO SENTENCES.",
+    "This Text Uses Capitalized Words Only. Every Word Counts.",
+    "> A block quote.\n\nPlain text after it; it ends here.",
+    "- one\n- two\n- three\n\nDone!",
+    '<root a="1" b="2"><item c="3">x</item></root>',
+    "Short answer.",
+    "One. Two. Three. Four. Five. Six.",
 ]
+
+
+_MD_NUMBER_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "fifty": 50,
+    "hundred": 100,
+}
+
+
+def targeted_muldimif(rule: str) -> list[str]:
+    """Responses on the boundaries a MulDimIF rule text names: every number n in it gives n-1, n, n+1 words,
+    sentences, paragraphs, table rows/columns, heading levels, JSON depths, bullets and XML attributes; every quoted
+    term is present, doubled, re-cased, glued inside a word and absent; endings and cases vary."""
+    nums = {int(x) for x in re.findall(r"\d+", rule) if int(x) < 400}
+    nums |= {v for k, v in _MD_NUMBER_WORDS.items() if re.search(rf"\b{k}\b", rule, re.I)}
+    terms = [
+        next(g for g in m.groups() if g) for m in re.finditer(r'"([^"]+)"|\u201c([^\u201d]+)\u201d|\'([^\']+)\'', rule)
+    ][:3]
+    out = []
+    for n in sorted(nums)[:4]:
+        for k in (max(n - 1, 0), n, n + 1):
+            out += [
+                " ".join(["word"] * k),
+                " ".join(f"Sentence number {i}." for i in range(k)),
+                "\n\n".join(f"Paragraph {i} text." for i in range(k)),
+                "| A | B |\n|---|---|\n" + "\n".join(f"| {i} | x |" for i in range(k)),
+                "| "
+                + " | ".join(f"C{i}" for i in range(k))
+                + " |\n|"
+                + "---|" * k
+                + "\n| "
+                + " | ".join("v" for _ in range(k))
+                + " |",
+                "\n\n".join("#" * (i + 1) + f" Heading {i}" for i in range(min(k, 6))) + "\nBody.",
+                "```json\n" + '{"a": ' * k + "1" + "}" * k + "\n```",
+                "\n".join(f"- item {i}." for i in range(k)),
+                "\n".join(f"{i + 1}. item {i}" for i in range(k)),
+                "<root " + " ".join(f'a{i}="{i}"' for i in range(k)) + ">x</root>",
+            ]
+    for t in terms:
+        out += [
+            f"Here is {t} in a sentence.",
+            f"{t} and again {t}.",
+            f"{t.upper()} shouted.",
+            f"x{t}x glued.",
+            f"Nothing relevant here. {t}",
+            f"# {t}\n\nBody text.",
+            f"| {t} | Other |\n|---|---|\n| a | b |",
+            f"- {t} first\n- second {t}",
+        ]
+    out += [
+        "Hello there.",
+        "Hello there!",
+        "Hello there?",
+        "Hello there;",
+        "Hello there",
+        "ALL CAPS ANSWER HERE.",
+        "Every Word Capitalized Here.",
+        "all lower case here.",
+        "> quoted line\n> another",
+        "**bold** text",
+        "Sources: [1] Smith (Smith, 2020)",
+        "First line.\nSecond line!\nThird?",
+        "\u4eca\u5929\u5929\u6c14\u5f88\u597d\u3002",
+        "\u4eca\u5929\u5929\u6c23\u5f88\u597d\u3002",
+        "\u4eca\u5929 weather \u5f88\u597d",
+        "\u6c88\u6797 \u4f60\u597d",
+    ]
+    return [t for t in out if t.strip()]  # a blank response fails every constraint here (docs/eval.md): not compared
 
 
 def muldimif_parity(src: Path, limit: int | None) -> tuple[int, int, dict[str, list[int]], list[str]]:
     """MulDimIF's ``Code/evaluation`` (``evaluation.check``: ``class_mapping[cat_sub].check(rule, response)``) on its
-    ``Data/test.json`` constraints, against the harness's rule-text checker. ``zhconv`` (traditional/simplified
-    Chinese) is not installed: Language_Chinese constraints are not compared."""
-    sys.modules.setdefault("zhconv", types.SimpleNamespace(convert=lambda text, locale: text))
+    ``Data/test.json`` constraints, against the harness's checker, with the shared shapes, edits of the prompt and
+    ``targeted_muldimif`` responses. Language_Chinese is compared only when ``zhconv`` (its tables) is importable;
+    a decision where the official script raises is listed, not compared."""
+    try:
+        import zhconv  # noqa: F401 - both sides use the same tables when it is installed
+
+        chinese = True
+    except ImportError:
+        sys.modules["zhconv"] = types.SimpleNamespace(convert=lambda text, locale: text)
+        chinese = False
+    from mrtpo_openrlhf.verifiers.instructions import ensure_punkt
+
+    ensure_punkt()  # Content_Punctuation calls nltk.sent_tokenize on both sides
     for path in (src / "Code", src / "Code" / "evaluation"):
         sys.path.insert(0, str(path))
     import contextlib
@@ -321,13 +481,18 @@ def muldimif_parity(src: Path, limit: int | None) -> tuple[int, int, dict[str, l
 
     for item in data:
         prompt = item["conversations"][0]["content"]
-        for text in pool + perturbations(prompt)[:4]:
-            for constraint in item["constraints"]:
+        shared = pool + perturbations(prompt)[:4]
+        for constraint in item["constraints"]:
+            for text in shared + targeted_muldimif(constraint[-1]):
                 key = f"{constraint[0]}_{constraint[1]}"
                 counts = per.setdefault(key, [0, 0])
-                if key.startswith("Language_Chinese"):
+                if key.startswith("Language_Chinese") and not chinese:
                     continue
-                theirs = bool(official.get_instance(key).check(constraint[-1], text))
+                try:
+                    theirs = bool(official.get_instance(key).check(constraint[-1], text))
+                except Exception as exc:  # noqa: BLE001 - a rule the official regexes half-parse raises there
+                    diffs.append(f"muldimif {item['id']} {key}: official raised {type(exc).__name__}, not compared")
+                    continue
                 try:
                     mine = check_strict(MulDimIFConstraint(*constraint), text)
                 except UnsupportedInstruction:
@@ -338,14 +503,24 @@ def muldimif_parity(src: Path, limit: int | None) -> tuple[int, int, dict[str, l
                 agree += same
                 total += 1
                 if not same:
-                    diffs.append(f"muldimif {item['id']} {key}: {constraint[-1][:70]!r}: official {theirs}, "
-                                 f"ours {mine} | {text[:60]!r}")
+                    diffs.append(
+                        f"muldimif {item['id']} {key}: {constraint[-1][:70]!r}: official {theirs}, "
+                        f"ours {mine} | {text[:60]!r}"
+                    )
     return agree, total, per, diffs
 
 
 # ----------------------------------------------------------------------------------------------- BFCL
-PY_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple",
-                 "live_parallel", "live_parallel_multiple")
+PY_CATEGORIES = (
+    "simple_python",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+)
 
 
 def _official_bfcl():
@@ -370,6 +545,7 @@ def _official_bfcl():
     for _ in range(10):
         try:
             from bfcl_eval.model_handler.utils import default_decode_ast_prompting
+
             break
         except ModuleNotFoundError as exc:
             sys.modules[exc.name] = mock.MagicMock()
@@ -384,8 +560,10 @@ def _variants(calls: list[ToolCall]) -> list[list[ToolCall]]:
         if first.arguments:
             key = next(iter(first.arguments))
             value = first.arguments[key]
-            changed = {**first.arguments, key: (value + 1 if isinstance(value, int) and not isinstance(value, bool)
-                                               else "zz_" + str(value))}
+            changed = {
+                **first.arguments,
+                key: (value + 1 if isinstance(value, int) and not isinstance(value, bool) else "zz_" + str(value)),
+            }
             out.append([ToolCall(first.name, changed)] + calls[1:])
             dropped = {k: v for k, v in first.arguments.items() if k != key}
             out.append([ToolCall(first.name, dropped)] + calls[1:])
@@ -393,8 +571,11 @@ def _variants(calls: list[ToolCall]) -> list[list[ToolCall]]:
 
 
 def _python_source(calls: list[ToolCall]) -> str:
-    return "[" + ", ".join(f"{c.name}(" + ", ".join(f"{k}={v!r}" for k, v in c.arguments.items()) + ")"
-                           for c in calls) + "]"
+    return (
+        "["
+        + ", ".join(f"{c.name}(" + ", ".join(f"{k}={v!r}" for k, v in c.arguments.items()) + ")" for c in calls)
+        + "]"
+    )
 
 
 def bfcl_parity(limit: int | None) -> tuple[int, int, dict[str, list[int]], list[str]]:
@@ -407,8 +588,9 @@ def bfcl_parity(limit: int | None) -> tuple[int, int, dict[str, list[int]], list
             calls = reference_calls(ex.target["ground_truth"], ex.target["functions"])
             for k, variant in enumerate(_variants(calls)):
                 model_output = [{c.name: c.arguments} for c in variant]
-                official = ast_checker(ex.target["functions"], model_output, ex.target["ground_truth"], python,
-                                       category, "stub-model")["valid"]
+                official = ast_checker(
+                    ex.target["functions"], model_output, ex.target["ground_truth"], python, category, "stub-model"
+                )["valid"]
                 ours = score_examples([ex], [Prediction("<think>x</think>" + render_calls(variant))], cfg)[0]
                 checks = [("ast", official, ours["verdict"])]
                 if decode is not None and variant:
@@ -440,10 +622,14 @@ SPIDER_CASES = [  # (gold, prediction) on the bundled school database (tests/eva
     ("SELECT name FROM (SELECT name FROM students ORDER BY name)", "SELECT name FROM students ORDER BY name DESC"),
     ("SELECT name FROM students WHERE birth_year >= 2000", "SELECT name FROM students WHERE birth_year > = 2000"),
     ("SELECT name, city FROM students", "SELECT nope FROM students"),
-    ("SELECT name FROM students WHERE birth_year > YEAR(CURDATE()) - 9",
-     "SELECT name FROM students WHERE birth_year > 2011"),
-    ("SELECT name FROM students WHERE birth_year = 2010",
-     "SELECT name FROM students WHERE birth_year = year( curdate( ) ) - 10"),
+    (
+        "SELECT name FROM students WHERE birth_year > YEAR(CURDATE()) - 9",
+        "SELECT name FROM students WHERE birth_year > 2011",
+    ),
+    (
+        "SELECT name FROM students WHERE birth_year = 2010",
+        "SELECT name FROM students WHERE birth_year = year( curdate( ) ) - 10",
+    ),
     ("SELECT name, city FROM students", "SELECT DISTINCT name, city FROM students; SELECT 1"),
     ("SELECT name, city FROM students", "SELECT name, city FROM students; DELETE FROM students"),
     ("SELECT name, city FROM students", "SELECT name FROM students; SELECT name, city FROM students"),
@@ -468,8 +654,17 @@ def spider_parity(src: Path) -> tuple[int, int, dict[str, list[int]], list[str]]
             cfg = EvalConfig(["spider"], workers=1, keep_distinct=keep)
             ours = score_examples(examples, [Prediction("", pred) for _, pred in SPIDER_CASES], cfg)
             for (gold, pred), rec in zip(SPIDER_CASES, ours):
-                official = exec_eval.eval_exec_match(str(db_dir / "school.sqlite"), pred, gold, plug_value=False,
-                                                     keep_distinct=keep, progress_bar_for_each_datapoint=False) == 1
+                official = (
+                    exec_eval.eval_exec_match(
+                        str(db_dir / "school.sqlite"),
+                        pred,
+                        gold,
+                        plug_value=False,
+                        keep_distinct=keep,
+                        progress_bar_for_each_datapoint=False,
+                    )
+                    == 1
+                )
                 total += 1
                 agree += official == rec["verdict"]
                 if official != rec["verdict"]:
@@ -482,23 +677,37 @@ def main() -> None:
     ap.add_argument("--only", default="ifbench,ifeval,bfcl,spider,muldimif")
     ap.add_argument("--bfcl-limit", type=int, default=None, help="items per BFCL category (default all)")
     ap.add_argument("--ifbench-src", type=Path, default=Path("/tmp/ifbench_main"))
-    ap.add_argument("--ifeval-data", type=Path, default=Path("/tmp/ifeval_data"),
-                    help="folder with IFEval's input_data.jsonl (541 prompts)")
+    ap.add_argument(
+        "--ifeval-data",
+        type=Path,
+        default=Path("/tmp/ifeval_data"),
+        help="folder with IFEval's input_data.jsonl (541 prompts)",
+    )
     ap.add_argument("--ifeval-limit", type=int, default=None, help="first N IFEval prompts")
-    ap.add_argument("--muldimif-src", type=Path, default=Path("/tmp/muldimif_eval"),
-                    help="copy of the MulDimIF repository's Code/ and Data/test.json")
-    ap.add_argument("--muldimif-limit", type=int, default=300, help="first N test items")
+    ap.add_argument(
+        "--muldimif-src",
+        type=Path,
+        default=Path("/tmp/muldimif_eval"),
+        help="copy of the MulDimIF repository's Code/ and Data/test.json",
+    )
+    ap.add_argument("--muldimif-limit", type=int, default=None, help="first N test items (default: all 1,200)")
     ap.add_argument("--spider-src", type=Path, default=Path("/tmp/test-suite-sql-eval"))
     ap.add_argument("--per-instruction", action="store_true", help="print agreement per instruction id")
     args = ap.parse_args()
     runs = {
         "ifbench": ("IFBench vs allenai/IFBench main", args.ifbench_src, lambda: ifbench_parity(args.ifbench_src)),
-        "ifeval": ("IFEval vs google-research instruction_following_eval (as vendored by allenai/IFBench main)",
-                   args.ifbench_src, lambda: ifeval_parity(args.ifbench_src, args.ifeval_data, args.ifeval_limit)),
+        "ifeval": (
+            "IFEval vs google-research instruction_following_eval (as vendored by allenai/IFBench main)",
+            args.ifbench_src,
+            lambda: ifeval_parity(args.ifbench_src, args.ifeval_data, args.ifeval_limit),
+        ),
         "bfcl": ("BFCL AST + prompt-mode decoding vs bfcl_eval", None, lambda: bfcl_parity(args.bfcl_limit)),
         "spider": ("Spider vs test-suite exec_eval", args.spider_src, lambda: spider_parity(args.spider_src)),
-        "muldimif": ("MulDimIF vs Junjie-Ye/MulDimIF Code/evaluation", args.muldimif_src,
-                     lambda: muldimif_parity(args.muldimif_src, args.muldimif_limit)),
+        "muldimif": (
+            "MulDimIF vs Junjie-Ye/MulDimIF Code/evaluation",
+            args.muldimif_src,
+            lambda: muldimif_parity(args.muldimif_src, args.muldimif_limit),
+        ),
     }
     for key in args.only.split(","):
         name, src, fn = runs[key]

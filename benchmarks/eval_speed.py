@@ -7,6 +7,7 @@ call with a wrong function name. SQL: a Spider-layout and a BIRD-layout folder b
 bundled fixture databases, with N questions cycling through the bundled gold queries; predictions alternate
 between the gold query, a reordered/DISTINCT variant and a broken query. Prints examples/s per benchmark.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,9 @@ def bfcl_predictions(examples) -> list[Prediction]:
 def build_sql_dir(root: Path, benchmark: str, n: int) -> Path:
     """A Spider- or BIRD-layout folder with ``n`` questions over the bundled fixture databases."""
     spider = benchmark == "spider"
-    src_items = json.loads((SQL_DATA / ("train.json" if spider else "bird/train.json")).read_text()) + \
-        json.loads((SQL_DATA / ("dev.json" if spider else "bird/dev.json")).read_text())
+    src_items = json.loads((SQL_DATA / ("train.json" if spider else "bird/train.json")).read_text()) + json.loads(
+        (SQL_DATA / ("dev.json" if spider else "bird/dev.json")).read_text()
+    )
     db_src = SQL_DATA / ("database" if spider else "bird/dev_databases")
     shutil.copytree(db_src, root / ("database" if spider else "dev_databases"))
     items = []
@@ -53,8 +55,12 @@ def sql_predictions(examples) -> list[Prediction]:
     preds = []
     for i, ex in enumerate(examples):
         gold = ex.target["gold"]
-        variants = [gold, gold.replace("SELECT ", "SELECT DISTINCT ", 1), gold + " ORDER BY 1 DESC",
-                    "SELECT missing_column FROM " + gold.split(" FROM ", 1)[-1]]
+        variants = [
+            gold,
+            gold.replace("SELECT ", "SELECT DISTINCT ", 1),
+            gold + " ORDER BY 1 DESC",
+            "SELECT missing_column FROM " + gold.split(" FROM ", 1)[-1],
+        ]
         preds.append(Prediction("", variants[i % len(variants)]))
     return preds
 
@@ -64,8 +70,10 @@ def timed(label: str, examples, preds, cfg: EvalConfig) -> None:
     records = score_examples(examples, preds, cfg, desc=label)
     elapsed = time.perf_counter() - start
     summary = summarize(examples[0].benchmark, records)
-    print(f"{label}: {len(examples)} examples in {elapsed:.2f} s ({len(examples) / elapsed:,.0f}/s); "
-          f"headline {summary['headline']}")
+    print(
+        f"{label}: {len(examples)} examples in {elapsed:.2f} s ({len(examples) / elapsed:,.0f}/s); "
+        f"headline {summary['headline']}"
+    )
 
 
 def main() -> None:

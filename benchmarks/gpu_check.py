@@ -5,6 +5,7 @@ Needs only PyTorch and transformers. Prints one table; run through ``benchmarks/
     bash benchmarks/gpu_check.sh                         # one GPU, under 8 minutes
     bash benchmarks/gpu_check.sh --tiny --device cpu     # smoke run with tiny shapes (tests/benchmarks)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,22 +23,58 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import relevance as relevance_bench  # noqa: E402
 import replay_overhead  # noqa: E402
 
-_QWEN2 = dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], hidden_act="silu", attention_dropout=0.0,
-              initializer_range=0.02, rms_norm_eps=1e-6, rope_theta=1_000_000.0, use_sliding_window=False,
-              bos_token_id=151643, eos_token_id=151645, max_position_embeddings=32768)
+_QWEN2 = dict(
+    model_type="qwen2",
+    architectures=["Qwen2ForCausalLM"],
+    hidden_act="silu",
+    attention_dropout=0.0,
+    initializer_range=0.02,
+    rms_norm_eps=1e-6,
+    rope_theta=1_000_000.0,
+    use_sliding_window=False,
+    bos_token_id=151643,
+    eos_token_id=151645,
+    max_position_embeddings=32768,
+)
 
 # Published config.json values of Qwen/Qwen2.5-Coder-{3B,7B}-Instruct (architecture fields).
 CONFIGS = {
-    "qwen2.5-coder-3b": dict(_QWEN2, vocab_size=151936, hidden_size=2048, intermediate_size=11008,
-                             num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2,
-                             tie_word_embeddings=True),
-    "qwen2.5-coder-7b": dict(_QWEN2, vocab_size=152064, hidden_size=3584, intermediate_size=18944,
-                             num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
-                             tie_word_embeddings=False),
+    "qwen2.5-coder-3b": dict(
+        _QWEN2,
+        vocab_size=151936,
+        hidden_size=2048,
+        intermediate_size=11008,
+        num_hidden_layers=36,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    ),
+    "qwen2.5-coder-7b": dict(
+        _QWEN2,
+        vocab_size=152064,
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        tie_word_embeddings=False,
+    ),
 }
-TINY = {"qwen2-tiny": dict(_QWEN2, vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-                           max_position_embeddings=1024, bos_token_id=1, eos_token_id=2)}
+TINY = {
+    "qwen2-tiny": dict(
+        _QWEN2,
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        max_position_embeddings=1024,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+}
 
 
 def build(config: dict, device: str, dtype: torch.dtype):
@@ -60,8 +97,16 @@ def shared_vs_unshared(model, vocab: int, device: str, tiny: bool) -> float:
     g = torch.Generator().manual_seed(1)
     ids = lambda n: torch.randint(10, vocab, (n,), generator=g).tolist()  # noqa: E731
     plen, blen, rlen = (24, 4, 8) if tiny else (512, 32, 128)
-    reqs = [request_from_ids(ids(plen + 7 * i), [ids(blen), ids(blen + i), ids(blen)], ids(rlen + 3 * i), [0, 1, 2],
-                             insert_at=(plen - 5) if i % 2 else plen // 2) for i in range(4)]
+    reqs = [
+        request_from_ids(
+            ids(plen + 7 * i),
+            [ids(blen), ids(blen + i), ids(blen)],
+            ids(rlen + 3 * i),
+            [0, 1, 2],
+            insert_at=(plen - 5) if i % 2 else plen // 2,
+        )
+        for i in range(4)
+    ]
     q, _ = replay_relevance(model, reqs, num_rewards=3, device=device)
     q_ref, _ = replay_relevance(model, reqs, num_rewards=3, device=device, share_prefix=False)
     return float((q - q_ref).abs().max())
@@ -90,24 +135,58 @@ def measure_all(args, cuda: bool, rows: list) -> None:
     configs = TINY if args.tiny else CONFIGS
     names = args.models or list(configs)
     vocab = configs[names[0]]["vocab_size"] if args.tiny else relevance_bench.QWEN_VOCAB
-    for T in ([16] if args.tiny else args.js_T):
-        m = {kind: relevance_bench.measure(kind, T, vocab, "bfloat16", 256, torch.get_num_threads(), args.device)
-             for kind in ("naive", "chunked")}
+    for T in [16] if args.tiny else args.js_T:
+        m = {
+            kind: relevance_bench.measure(kind, T, vocab, "bfloat16", 256, torch.get_num_threads(), args.device)
+            for kind in ("naive", "chunked")
+        }
         agree = abs(m["naive"]["checksum"] - m["chunked"]["checksum"]) <= 1e-3 * max(1.0, abs(m["naive"]["checksum"]))
-        rows.append(("JS chunked vs naive: time", f"V={vocab}", f"T={T}",
-                     f"{m['chunked']['seconds']:.3f}s vs {m['naive']['seconds']:.3f}s"))
-        rows.append(("JS chunked vs naive: peak extra memory", f"V={vocab}", f"T={T}",
-                     f"{m['chunked']['peak_extra_mib']:.0f} vs {m['naive']['peak_extra_mib']:.0f} MiB"
-                     f"{'' if agree else ' (DISAGREE)'}"))
+        rows.append(
+            (
+                "JS chunked vs naive: time",
+                f"V={vocab}",
+                f"T={T}",
+                f"{m['chunked']['seconds']:.3f}s vs {m['naive']['seconds']:.3f}s",
+            )
+        )
+        rows.append(
+            (
+                "JS chunked vs naive: peak extra memory",
+                f"V={vocab}",
+                f"T={T}",
+                f"{m['chunked']['peak_extra_mib']:.0f} vs {m['naive']['peak_extra_mib']:.0f} MiB"
+                f"{'' if agree else ' (DISAGREE)'}",
+            )
+        )
 
     for name in names:
-        bench = replay_overhead.parser().parse_args([
-            "--model", name, "--device", args.device, "--dtype", "bfloat16",
-            "--batch", str(4 if args.tiny else args.batch), "--group-size", str(2 if args.tiny else args.group_size),
-            "--replay-frac", "0.12", "0.21", "1.0", "--micro-batch", "4",
-            "--repeats", "1" if args.tiny else "2", "--warmup", "0" if args.tiny else "1",
-            "--clock", "wall" if cuda else "process"]
-            + (["--prompt-len", "32", "--response-len", "16", "--block-len", "4"] if args.tiny else []))
+        bench = replay_overhead.parser().parse_args(
+            [
+                "--model",
+                name,
+                "--device",
+                args.device,
+                "--dtype",
+                "bfloat16",
+                "--batch",
+                str(4 if args.tiny else args.batch),
+                "--group-size",
+                str(2 if args.tiny else args.group_size),
+                "--replay-frac",
+                "0.12",
+                "0.21",
+                "1.0",
+                "--micro-batch",
+                "4",
+                "--repeats",
+                "1" if args.tiny else "2",
+                "--warmup",
+                "0" if args.tiny else "1",
+                "--clock",
+                "wall" if cuda else "process",
+            ]
+            + (["--prompt-len", "32", "--response-len", "16", "--block-len", "4"] if args.tiny else [])
+        )
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
@@ -118,10 +197,17 @@ def measure_all(args, cuda: bool, rows: list) -> None:
             rows.append(("replay / GDPO actor work", name, setting, f"{r['replay'] / r['gdpo']:.1%}"))
             rows.append(("replay / floor", name, setting, f"{r['replay'] / r['floor']:.2f}"))
             if cuda:
-                rows.append(("peak GPU memory in the replay (weights incl.)", name, setting,
-                             f"{r['replay_peak_gib']:.1f} GiB"))
-        rows.append(("max |q shared - q unshared| (bf16)", name, "4 requests",
-                     f"{shared_vs_unshared(model, configs[name]['vocab_size'], args.device, args.tiny):.2e}"))
+                rows.append(
+                    ("peak GPU memory in the replay (weights incl.)", name, setting, f"{r['replay_peak_gib']:.1f} GiB")
+                )
+        rows.append(
+            (
+                "max |q shared - q unshared| (bf16)",
+                name,
+                "4 requests",
+                f"{shared_vs_unshared(model, configs[name]['vocab_size'], args.device, args.tiny):.2e}",
+            )
+        )
         if cuda and importlib.util.find_spec("flash_attn") is not None:
             try:  # the cache + mask-with-holes path under flash-attention's varlen kernel
                 model.set_attn_implementation("flash_attention_2")

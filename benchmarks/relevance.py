@@ -7,6 +7,7 @@ CUDA (``--device cuda``) the peak allocated memory above what the inputs hold.
     python benchmarks/relevance.py                 # T in {512, 2048, 4096}, V = 151,936 (Qwen)
     python benchmarks/relevance.py --T 512 --dtype float32
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,8 @@ def measure(kind: str, T: int, V: int, dtype: str, chunk: int, threads: int, dev
     b = torch.empty_like(a)
     for s in range(0, T, 64):  # fill in slices: no full-size fp32 temporaries before the measurement
         x = torch.randn(min(64, T - s), V, generator=g) * 2
-        a[s:s + 64] = x.to(device)
-        b[s:s + 64] = (x + torch.randn(x.shape, generator=g)).to(device)
+        a[s : s + 64] = x.to(device)
+        b[s : s + 64] = (x + torch.randn(x.shape, generator=g)).to(device)
     if cuda:
         js_relevance(a[:1], b[:1], chunk_size=chunk)  # kernels loaded before the clock starts
         naive_js(a[:1], b[:1])
@@ -75,13 +76,34 @@ def measure(kind: str, T: int, V: int, dtype: str, chunk: int, threads: int, dev
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else _status_mib("VmHWM")
-    return {"kind": kind, "T": T, "seconds": elapsed, "peak_extra_mib": max(0.0, peak - base),
-            "checksum": float(out.double().sum())}
+    return {
+        "kind": kind,
+        "T": T,
+        "seconds": elapsed,
+        "peak_extra_mib": max(0.0, peak - base),
+        "checksum": float(out.double().sum()),
+    }
 
 
 def run_child(kind, T, V, dtype, chunk, threads, device="cpu"):
-    cmd = [sys.executable, __file__, "--child", kind, "--T", str(T), "--V", str(V), "--dtype", dtype,
-           "--chunk", str(chunk), "--threads", str(threads), "--device", device]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        kind,
+        "--T",
+        str(T),
+        "--V",
+        str(V),
+        "--dtype",
+        dtype,
+        "--chunk",
+        str(chunk),
+        "--threads",
+        str(threads),
+        "--device",
+        device,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         return {"kind": kind, "T": T, "error": (res.stderr.strip().splitlines() or ["killed"])[-1]}
@@ -102,10 +124,14 @@ def main() -> None:
         print(json.dumps(measure(args.child, args.T[0], args.V, args.dtype, args.chunk, args.threads, args.device)))
         return
     chunk_mib = args.chunk * args.V * 4 / 2**20
-    print(f"JS relevance, V={args.V}, inputs {args.dtype}, chunk={args.chunk} positions "
-          f"(one fp32 chunk of logits = {chunk_mib:.0f} MiB), {args.threads} threads")
-    print(f"{'T':>6} | {'naive s':>8} {'naive MiB':>10} | {'chunked s':>9} {'chunked MiB':>11} | "
-          f"{'time ratio':>10} {'mem ratio':>9} {'chunked MiB / chunk':>19} | agree")
+    print(
+        f"JS relevance, V={args.V}, inputs {args.dtype}, chunk={args.chunk} positions "
+        f"(one fp32 chunk of logits = {chunk_mib:.0f} MiB), {args.threads} threads"
+    )
+    print(
+        f"{'T':>6} | {'naive s':>8} {'naive MiB':>10} | {'chunked s':>9} {'chunked MiB':>11} | "
+        f"{'time ratio':>10} {'mem ratio':>9} {'chunked MiB / chunk':>19} | agree"
+    )
     for T in args.T:
         naive = run_child("naive", T, args.V, args.dtype, args.chunk, args.threads, args.device)
         chunked = run_child("chunked", T, args.V, args.dtype, args.chunk, args.threads, args.device)
@@ -113,10 +139,12 @@ def main() -> None:
             print(f"{T:>6} | naive: {naive.get('error', 'ok')} | chunked: {chunked.get('error', 'ok')}")
             continue
         agree = abs(naive["checksum"] - chunked["checksum"]) <= 1e-3 * max(1.0, abs(naive["checksum"]))
-        print(f"{T:>6} | {naive['seconds']:>8.2f} {naive['peak_extra_mib']:>10.0f} | {chunked['seconds']:>9.2f} "
-              f"{chunked['peak_extra_mib']:>11.0f} | {naive['seconds'] / chunked['seconds']:>10.2f} "
-              f"{naive['peak_extra_mib'] / max(chunked['peak_extra_mib'], 1):>9.1f} "
-              f"{chunked['peak_extra_mib'] / chunk_mib:>19.1f} | {'yes' if agree else 'NO'}")
+        print(
+            f"{T:>6} | {naive['seconds']:>8.2f} {naive['peak_extra_mib']:>10.0f} | {chunked['seconds']:>9.2f} "
+            f"{chunked['peak_extra_mib']:>11.0f} | {naive['seconds'] / chunked['seconds']:>10.2f} "
+            f"{naive['peak_extra_mib'] / max(chunked['peak_extra_mib'], 1):>9.1f} "
+            f"{chunked['peak_extra_mib'] / chunk_mib:>19.1f} | {'yes' if agree else 'NO'}"
+        )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ response 512. The last line is a one-line summary for scripts, e.g.
     python benchmarks/replay_overhead.py --model smollm2 --gdpo-batch 4  # SmolLM2-135M
     python benchmarks/replay_overhead.py --model /path/to/Qwen2.5-Coder-3B-Instruct --device cuda --batch 64
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,15 @@ def load_model(name: str, device: str, dtype: torch.dtype):
 
     if name == "tiny":
         torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=32000, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
-                          num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=4096)
+        cfg = LlamaConfig(
+            vocab_size=32000,
+            hidden_size=256,
+            intermediate_size=688,
+            num_hidden_layers=4,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            max_position_embeddings=4096,
+        )
         model = LlamaForCausalLM(cfg)
     else:
         if name == "smollm2":
@@ -109,11 +117,15 @@ def floor_items(requests, prompt_of: list[int]) -> list[FloorItem]:
         by_prompt.setdefault(pid, []).append(req)
     items = []
     for reqs in by_prompt.values():
-        ctxs = [(c, list(r.response_ids)) for r in reqs
-                for c in [list(r.full_context)] + [list(m) for m in r.minus_contexts.values()]]
+        ctxs = [
+            (c, list(r.response_ids))
+            for r in reqs
+            for c in [list(r.full_context)] + [list(m) for m in r.minus_contexts.values()]
+        ]
         p = shared_prefix_length([c for c, _ in ctxs])
-        items.append(FloorItem(ctxs[0][0][:p], [c[p:] + resp[:-1] for c, resp in ctxs],
-                               max(len(resp) for _, resp in ctxs)))
+        items.append(
+            FloorItem(ctxs[0][0][:p], [c[p:] + resp[:-1] for c, resp in ctxs], max(len(resp) for _, resp in ctxs))
+        )
     return items
 
 
@@ -126,14 +138,15 @@ def floor_work(model, items: list[FloorItem], micro_batch: int, device: str) -> 
 
     forwards = 0
     for s in range(0, len(items), micro_batch):
-        group = items[s:s + micro_batch]
+        group = items[s : s + micro_batch]
         by_prefix: dict[int, list[int]] = {}
         for j, it in enumerate(group):
             by_prefix.setdefault(len(it.prefix), []).append(j)
         caches: dict[int, tuple[list, int]] = {}  # position in group -> (layers, row in them)
         for plen, js in by_prefix.items():
-            out = model(input_ids=torch.tensor([group[j].prefix for j in js], device=device), logits_to_keep=1,
-                        use_cache=True)
+            out = model(
+                input_ids=torch.tensor([group[j].prefix for j in js], device=device), logits_to_keep=1, use_cache=True
+            )
             forwards += 1
             layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
             for r, j in enumerate(js):
@@ -144,7 +157,7 @@ def floor_work(model, items: list[FloorItem], micro_batch: int, device: str) -> 
                 rows.setdefault((len(it.prefix), len(b)), []).append((j, b))
         for (plen, _), same in rows.items():
             for t in range(0, len(same), micro_batch):
-                chunk = same[t:t + micro_batch]
+                chunk = same[t : t + micro_batch]
                 layers = caches[chunk[0][0]][0]
                 sel = torch.tensor([caches[j][1] for j, _ in chunk], device=device)
                 past = DynamicCache([(k.index_select(0, sel), v.index_select(0, sel)) for k, v in layers])
@@ -169,8 +182,9 @@ def make_requests(prompts, blocks, responses, insert_at, frac, n_rewards, group_
         i, k = divmod(j, n_rewards)
         per_row.setdefault(i, []).append(k)
     rows = sorted(per_row.items())
-    reqs = [request_from_ids(prompts[i // group_size], blocks[i], responses[i], sorted(ks), insert_at)
-            for i, ks in rows]
+    reqs = [
+        request_from_ids(prompts[i // group_size], blocks[i], responses[i], sorted(ks), insert_at) for i, ks in rows
+    ]
     return n, reqs, [i // group_size for i, _ in rows]
 
 
@@ -181,13 +195,21 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     ap.add_argument("--shape", nargs="+", default=["sql", "if"], choices=sorted(SHAPES))
     ap.add_argument("--batch", type=int, default=16, help="responses per step")
-    ap.add_argument("--gdpo-batch", type=int, default=None,
-                    help="time the GDPO actor work on this many responses and scale to --batch (linear)")
+    ap.add_argument(
+        "--gdpo-batch",
+        type=int,
+        default=None,
+        help="time the GDPO actor work on this many responses and scale to --batch (linear)",
+    )
     ap.add_argument("--prompt-len", type=int, default=None, help="override the shape's prompt length")
     ap.add_argument("--response-len", type=int, default=None, help="override the shape's response length")
     ap.add_argument("--block-len", type=int, default=None, help="override the shape's block length")
-    ap.add_argument("--group-size", type=int, default=1,
-                    help="responses per prompt (GRPO's n_samples_per_prompt); 1: every response its own prompt")
+    ap.add_argument(
+        "--group-size",
+        type=int,
+        default=1,
+        help="responses per prompt (GRPO's n_samples_per_prompt); 1: every response its own prompt",
+    )
     ap.add_argument("--rewards", type=int, default=3)
     ap.add_argument("--replay-frac", type=float, nargs="+", default=[0.12, 0.21, 1.0])
     ap.add_argument("--summary-frac", type=float, default=0.21)
@@ -195,8 +217,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--clock", default="wall", choices=sorted(CLOCK),
-                    help="process: this process's CPU time (with --threads 1, robust on a shared CPU)")
+    ap.add_argument(
+        "--clock",
+        default="wall",
+        choices=sorted(CLOCK),
+        help="process: this process's CPU time (with --threads 1, robust on a shared CPU)",
+    )
     ap.add_argument("--unshared", action="store_true", help="also time the replay without prefix sharing")
     return ap
 
@@ -223,10 +249,12 @@ def run(args, model=None) -> list[dict]:
         model = load_model(args.model, args.device, getattr(torch, args.dtype))
     vocab = model.config.vocab_size
     results = []
-    print(f"model={args.model} device={args.device} dtype={args.dtype} batch={args.batch} "
-          f"group_size={args.group_size} K={args.rewards} "
-          f"micro_batch={args.micro_batch} threads={torch.get_num_threads()} clock={args.clock} "
-          f"cpu={torch.backends.cpu.get_cpu_capability()}")
+    print(
+        f"model={args.model} device={args.device} dtype={args.dtype} batch={args.batch} "
+        f"group_size={args.group_size} K={args.rewards} "
+        f"micro_batch={args.micro_batch} threads={torch.get_num_threads()} clock={args.clock} "
+        f"cpu={torch.backends.cpu.get_cpu_capability()}"
+    )
     for shape_name in args.shape:
         shape = SHAPES[shape_name]
         plen = args.prompt_len or shape["prompt"]
@@ -238,25 +266,38 @@ def run(args, model=None) -> list[dict]:
         prompts = [ids(plen) for _ in range(-(-args.batch // args.group_size))]
         responses = [ids(rlen) for _ in range(args.batch)]
         blocks = [[ids(blen) for _ in range(args.rewards)] for _ in range(args.batch)]
-        full = [prompts[i // args.group_size][:insert_at] + sum(b, []) + prompts[i // args.group_size][insert_at:]
-                for i, b in enumerate(blocks)]
+        full = [
+            prompts[i // args.group_size][:insert_at] + sum(b, []) + prompts[i // args.group_size][insert_at:]
+            for i, b in enumerate(blocks)
+        ]
         n_gdpo = args.gdpo_batch or args.batch
         seqs = torch.tensor([f + r for f, r in zip(full[:n_gdpo], responses)], device=args.device)
         logp, train = gdpo_actor_work(model, seqs, rlen, args.micro_batch)
         scale = args.batch / n_gdpo
         t_gdpo = (timed(logp) + timed(train)) * scale
-        print(f"\n{shape['label']}: prompt {plen} + {args.rewards} blocks of {blen} (at token {insert_at}), "
-              f"response {rlen}")
-        print(f"GDPO actor work per step (log-prob forward + train fwd/bwd, {args.batch} responses"
-              f"{'' if scale == 1 else f', timed on {n_gdpo} and scaled'}): {t_gdpo:.3f}s")
-        print(f"{'replayed pairs':>15} | {'fwd':>4} | {'replay s':>8} | {'unshared s':>10} | {'floor s':>8} | "
-              f"{'replay/floor':>12} | {'replay/GDPO':>11} | {'unshared/GDPO':>13}")
+        print(
+            f"\n{shape['label']}: prompt {plen} + {args.rewards} blocks of {blen} (at token {insert_at}), "
+            f"response {rlen}"
+        )
+        print(
+            f"GDPO actor work per step (log-prob forward + train fwd/bwd, {args.batch} responses"
+            f"{'' if scale == 1 else f', timed on {n_gdpo} and scaled'}): {t_gdpo:.3f}s"
+        )
+        print(
+            f"{'replayed pairs':>15} | {'fwd':>4} | {'replay s':>8} | {'unshared s':>10} | {'floor s':>8} | "
+            f"{'replay/floor':>12} | {'replay/GDPO':>11} | {'unshared/GDPO':>13}"
+        )
         n_pairs = args.batch * args.rewards
         for frac in args.replay_frac:
-            n, reqs, prompt_of = make_requests(prompts, blocks, responses, insert_at, frac, args.rewards,
-                                               args.group_size, g)
-            replay = lambda share: replay_relevance(model, reqs, num_rewards=args.rewards,  # noqa: E731
-                                                    micro_batch_size=args.micro_batch, share_prefix=share)
+            n, reqs, prompt_of = make_requests(
+                prompts, blocks, responses, insert_at, frac, args.rewards, args.group_size, g
+            )
+
+            def replay(share, reqs=reqs):
+                return replay_relevance(
+                    model, reqs, num_rewards=args.rewards, micro_batch_size=args.micro_batch, share_prefix=share
+                )
+
             cuda = args.device.startswith("cuda")
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
@@ -265,19 +306,31 @@ def run(args, model=None) -> list[dict]:
             t_unshared = timed(lambda: replay(False)) if args.unshared else float("nan")
             items = floor_items(reqs, prompt_of)
             t_floor = timed(lambda: floor_work(model, items, args.micro_batch, args.device))
-            row = dict(shape=shape["label"], frac=frac, pairs=n, replay=t_replay, unshared=t_unshared,
-                       floor=t_floor, gdpo=t_gdpo, forwards=count_forwards(reqs, args.micro_batch),
-                       replay_peak_gib=replay_peak)
+            row = dict(
+                shape=shape["label"],
+                frac=frac,
+                pairs=n,
+                replay=t_replay,
+                unshared=t_unshared,
+                floor=t_floor,
+                gdpo=t_gdpo,
+                forwards=count_forwards(reqs, args.micro_batch),
+                replay_peak_gib=replay_peak,
+            )
             results.append(row)
-            print(f"{n:>6}/{n_pairs:<4} {frac:>4.0%} | {row['forwards']:>4} | {t_replay:>8.3f} | {t_unshared:>10.3f} | "
-                  f"{t_floor:>8.3f} | {t_replay / t_floor:>12.2f} | {t_replay / t_gdpo:>11.1%} | "
-                  f"{t_unshared / t_gdpo:>13.1%}")
+            print(
+                f"{n:>6}/{n_pairs:<4} {frac:>4.0%} | {row['forwards']:>4} | {t_replay:>8.3f} | {t_unshared:>10.3f} | "
+                f"{t_floor:>8.3f} | {t_replay / t_floor:>12.2f} | {t_replay / t_gdpo:>11.1%} | "
+                f"{t_unshared / t_gdpo:>13.1%}"
+            )
     if args.device.startswith("cuda"):
         print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
     pick = [r for r in results if abs(r["frac"] - args.summary_frac) < 1e-9] or results
     s = pick[0]
-    print(f"replay/floor {s['replay'] / s['floor']:.2f} replay/GDPO {s['replay'] / s['gdpo']:.1%} "
-          f"({args.model}, {s['shape']}, {s['frac']:.0%} of pairs)")
+    print(
+        f"replay/floor {s['replay'] / s['floor']:.2f} replay/GDPO {s['replay'] / s['gdpo']:.1%} "
+        f"({args.model}, {s['shape']}, {s['frac']:.0%} of pairs)"
+    )
     return results
 
 

@@ -2,12 +2,13 @@
 
 Usage: ``python benchmarks/rewards.py [--seconds 2] [--families tool,sql,instruction]``
 
-For each family the bundled mini fixture (``mrtpo_openrlhf/data/<dir>/*.jsonl``, rows with ``prompt`` and
+For each family (a registered task, ``mrtpo_openrlhf/tasks.py``) its bundled mini set (rows with ``prompt`` and
 ``label``) is scored one response per call, the way OpenRLHF calls ``reward_func``, with a correct-ish
 and a wrong response per row where the family allows building one. A family whose module or fixture is
 missing is reported as skipped, with the reason. The runaway part runs an infinite ``WITH RECURSIVE``
 and a four-way cross join through the sandbox and through the SQL reward at the default limits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,77 +19,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from mrtpo_openrlhf.tasks import TASKS, get_task
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / "mrtpo_openrlhf" / "data"
-
-
-# ----------------------------------------------------------------------------- responses per family
-def _label_dict(label: Any) -> dict:
-    if isinstance(label, str):
-        try:
-            label = json.loads(label)
-        except json.JSONDecodeError:
-            return {}
-    return label if isinstance(label, dict) else {}
-
-
-def tool_responses(row: dict) -> list[str]:
-    from mrtpo_openrlhf.verifiers.tool import reference_calls, render_calls
-
-    label = _label_dict(row["label"])
-    ref = render_calls(reference_calls(label.get("ground_truth", []), label.get("functions")))
-    return [f"<think>The request maps to the listed function.</think>\n{ref}",
-            '<think>guess</think>\n<tool_call>{"name": "nope", "arguments": {"x": 1}}</tool_call>']
-
-
-def sql_responses(row: dict) -> list[str]:
-    gold = _label_dict(row["label"]).get("gold", "SELECT 1")
-    return [f"<think>Select what the question asks.</think>\n```sql\n{gold}\n```",
-            "<think>guess</think>\n```sql\nSELECT no_such_column FROM no_such_table\n```"]
-
-
-def instruction_responses(row: dict) -> list[str]:
-    text = ("Here is a careful answer. It has several sentences, a short list and a closing line.\n\n"
-            "* first point\n* second point\n\nIn summary, that is all. Is there anything else I can help with?")
-    return [text, "ok"]
-
-
-FAMILIES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
-    # family: (module, fixture folder under mrtpo_openrlhf/data, response builder)
-    "sql": ("mrtpo_openrlhf.rewards.sql", "sql", sql_responses),
-    "instruction": ("mrtpo_openrlhf.rewards.instruction", "instructions", instruction_responses),
-    "tool": ("mrtpo_openrlhf.rewards.tool", "tool", tool_responses),
-}
-
-
-def find_fixture(folder: str) -> Path | None:
-    """The family's mini fixture: a ``*mini*.jsonl`` first, else any ``*.jsonl`` whose rows have prompt+label."""
-    root = DATA / folder
-    if not root.is_dir():
-        return None
-    candidates = sorted(root.rglob("*mini*.jsonl")) + sorted(p for p in root.rglob("*.jsonl") if "mini" not in p.name)
-    for path in candidates:
-        try:
-            first = json.loads(path.open(encoding="utf-8").readline())
-        except (json.JSONDecodeError, OSError):
-            continue
-        if isinstance(first, dict) and "prompt" in first and "label" in first:
-            return path
-    return None
 
 
 def bench_family(name: str, seconds: float) -> dict[str, Any]:
-    module_name, folder, make_responses = FAMILIES[name]
+    task = get_task(name)
     try:
-        module = importlib.import_module(module_name)
-        reward_func = module.reward_func
+        reward_func = task.reward_func()
+        make_responses = task.function("example_responses") or (lambda _row: [""])
     except Exception as exc:  # noqa: BLE001 - a missing or broken family is reported, not fatal
-        return {"family": name, "skipped": f"cannot import {module_name}: {type(exc).__name__}: {exc}"}
-    fixture = find_fixture(folder)
-    if fixture is None:
-        return {"family": name, "skipped": f"no mini fixture with prompt/label rows under {DATA / folder}"}
+        return {"family": name, "skipped": f"cannot import {task.reward_module}: {type(exc).__name__}: {exc}"}
+    fixture = task.train_data_path()
+    if not fixture.is_file():
+        return {"family": name, "skipped": f"no mini fixture {fixture}"}
     rows = [json.loads(line) for line in fixture.open(encoding="utf-8") if line.strip()]
     cases = [(row["prompt"] + resp, row["prompt"], row["label"]) for row in rows for resp in make_responses(row)]
     for query, prompt, label in cases[:2]:  # warm-up: imports, gold caches
@@ -102,8 +49,16 @@ def bench_family(name: str, seconds: float) -> dict[str, Any]:
         elapsed = time.perf_counter() - start
         if elapsed >= seconds:
             break
-    return {"family": name, "fixture": str(fixture.relative_to(REPO)), "rows": len(rows), "responses": done,
-            "per_s": done / elapsed, "ms": 1000 * elapsed / done, "mean_total_reward": total_reward / done}
+    shown = fixture.relative_to(REPO) if fixture.is_relative_to(REPO) else fixture
+    return {
+        "family": name,
+        "fixture": str(shown),
+        "rows": len(rows),
+        "responses": done,
+        "per_s": done / elapsed,
+        "ms": 1000 * elapsed / done,
+        "mean_total_reward": total_reward / done,
+    }
 
 
 # ----------------------------------------------------------------------------- runaway SQL
@@ -141,21 +96,29 @@ def bench_runaway() -> list[dict[str, Any]]:
             start = time.perf_counter()
             out = sql_reward.reward_func([response], [""], [label])
             reward_s = time.perf_counter() - start
-            results.append({"query": title, "limit_s": sandbox.DEFAULT_TIMEOUT_S, "sandbox_s": sandbox_s,
-                            "timed_out": bool(res.timed_out), "error": res.error[:60], "reward_s": reward_s,
-                            "rewards": out["extra_logs"].get("mrtpo_reward_values")})
+            results.append(
+                {
+                    "query": title,
+                    "limit_s": sandbox.DEFAULT_TIMEOUT_S,
+                    "sandbox_s": sandbox_s,
+                    "timed_out": bool(res.timed_out),
+                    "error": res.error[:60],
+                    "reward_s": reward_s,
+                    "rewards": out["extra_logs"].get("mrtpo_reward_values"),
+                }
+            )
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="scoring time per family")
-    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--families", default=",".join(TASKS))
     args = parser.parse_args(argv)
     wanted = [f.strip() for f in args.families.split(",") if f.strip()]
-    unknown = [f for f in wanted if f not in FAMILIES]
+    unknown = [f for f in wanted if f not in TASKS]
     if unknown:
-        parser.error(f"unknown families {unknown}; choose from {list(FAMILIES)}")
+        parser.error(f"unknown families {unknown}; choose from {list(TASKS)}")
 
     print(f"{'family':<12} {'responses/s':>12} {'ms/resp':>9} {'n':>6} {'mean reward':>12}  fixture")
     for name in wanted:
@@ -163,16 +126,20 @@ def main(argv: list[str] | None = None) -> int:
         if "skipped" in r:
             print(f"{name:<12} SKIPPED: {r['skipped']}")
         else:
-            print(f"{name:<12} {r['per_s']:>12.1f} {r['ms']:>9.2f} {r['responses']:>6} "
-                  f"{r['mean_total_reward']:>12.2f}  {r['fixture']} ({r['rows']} rows)")
+            print(
+                f"{name:<12} {r['per_s']:>12.1f} {r['ms']:>9.2f} {r['responses']:>6} "
+                f"{r['mean_total_reward']:>12.2f}  {r['fixture']} ({r['rows']} rows)"
+            )
     print()
     print(f"{'runaway SQL query':<30} {'limit s':>7} {'sandbox s':>9} {'timed out':>9} {'reward s':>8}  rewards")
     for r in bench_runaway():
         if "skipped" in r:
             print(f"{r['query']:<30} SKIPPED: {r['skipped']}")
         else:
-            print(f"{r['query']:<30} {r['limit_s']:>7.2f} {r['sandbox_s']:>9.3f} {str(r['timed_out']):>9} "
-                  f"{r['reward_s']:>8.3f}  {r['rewards']}  {r['error']}")
+            print(
+                f"{r['query']:<30} {r['limit_s']:>7.2f} {r['sandbox_s']:>9.3f} {str(r['timed_out']):>9} "
+                f"{r['reward_s']:>8.3f}  {r['rewards']}  {r['error']}"
+            )
     return 0
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """Evaluation entry point: ``python eval/run.py --benchmark bird --model smollm2`` (see docs/eval.md)."""
+
 import sys
 
 from mrtpo_openrlhf.evaluation.cli import main

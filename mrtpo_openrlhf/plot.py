@@ -5,6 +5,7 @@ Each run writes one JSON object per step to ``RUN_DIR/metrics.jsonl`` (``{"step"
 plus ``mrtpo/replayed_pairs_frac`` and ``mrtpo/replay_share_of_step`` when a run logs them; one line per run.
 ``--keys`` takes metric names or shell-style patterns (``reward/*/mean``) instead.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,9 @@ def select_keys(runs: Sequence[Sequence[dict]], patterns: Sequence[str]) -> list
     return keys
 
 
-def plot_runs(runs: Sequence[Sequence[dict]], labels: Sequence[str], keys: Sequence[str], out: Path,
-              ncols: int = 3) -> Path:
+def plot_runs(
+    runs: Sequence[Sequence[dict]], labels: Sequence[str], keys: Sequence[str], out: Path, ncols: int = 3
+) -> Path:
     """One panel per key, one line per run; saves a PNG (Agg backend)."""
     import matplotlib
 
@@ -82,13 +84,14 @@ def plot_runs(runs: Sequence[Sequence[dict]], labels: Sequence[str], keys: Seque
         for i, rows in enumerate(runs):
             pts = [(r["step"], r[key]) for r in rows if key in r]
             if pts:  # a fixed colour per run, so a run keeps its colour in panels other runs lack
-                ax.plot(*zip(*pts), color=f"C{i % 10}", marker="o" if len(pts) < 30 else None, markersize=3,
-                        linewidth=1.5)
+                ax.plot(
+                    *zip(*pts), color=f"C{i % 10}", marker="o" if len(pts) < 30 else None, markersize=3, linewidth=1.5
+                )
         ax.set_title(key, fontsize=10)
         ax.set_xlabel("step", fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=8)
-    for ax in list(axes.flat)[len(keys):]:
+    for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     handles = [Line2D([], [], color=f"C{i % 10}", linewidth=1.5) for i in range(len(runs))]
     fig.legend(handles, list(labels), loc="upper center", ncol=min(len(labels), 6), fontsize=9, frameon=False)
@@ -111,8 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.plot", description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", help="run folders (with metrics.jsonl) or metrics JSONL files")
     p.add_argument("--out", required=True, help="output PNG")
-    p.add_argument("--keys", nargs="+", default=None,
-                   help=f"metric names or patterns (default: {' '.join(DEFAULT_KEYS)})")
+    p.add_argument(
+        "--keys", nargs="+", default=None, help=f"metric names or patterns (default: {' '.join(DEFAULT_KEYS)})"
+    )
     p.add_argument("--labels", nargs="+", default=None, help="one legend label per run (default: folder names)")
     p.add_argument("--ncols", type=int, default=3)
     args = p.parse_args(argv)

@@ -2,6 +2,7 @@
 
 OpenRLHF loads this file by path, so it must import the installed package (no relative imports).
 """
+
 from mrtpo_openrlhf.rewards.sql import reward_func
 
 __all__ = ["reward_func"]

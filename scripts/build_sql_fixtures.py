@@ -11,6 +11,7 @@ Every gold query is executed through the sandbox and must return at least one ro
 
     python scripts/build_sql_fixtures.py
 """
+
 from __future__ import annotations
 
 import json
@@ -88,8 +89,17 @@ DATABASES: dict[str, dict] = {
                 (7, "Ana", 2, 2012, "Porto"),
             ],
             "exam_scores": [
-                (1, "math", 90), (1, "art", 75), (2, "math", 85), (2, "art", None), (3, "math", 90),
-                (3, "art", 88), (4, "math", 70), (5, "math", 95), (5, "art", 60), (6, "math", 85), (7, "math", None),
+                (1, "math", 90),
+                (1, "art", 75),
+                (2, "math", 85),
+                (2, "art", None),
+                (3, "math", 90),
+                (3, "art", 88),
+                (4, "math", 70),
+                (5, "math", 95),
+                (5, "art", 60),
+                (6, "math", 85),
+                (7, "math", None),
             ],
         },
     },
@@ -102,8 +112,12 @@ DATABASES: dict[str, dict] = {
         ],
         "rows": {
             "airports": [
-                ("LIS", "Lisbon", "Portugal"), ("MAD", "Madrid", "Spain"), ("CDG", "Paris", "France"),
-                ("NRT", "Tokyo", "Japan"), ("JFK", "New York", "USA"), ("ZRH", "Zürich", "Switzerland"),
+                ("LIS", "Lisbon", "Portugal"),
+                ("MAD", "Madrid", "Spain"),
+                ("CDG", "Paris", "France"),
+                ("NRT", "Tokyo", "Japan"),
+                ("JFK", "New York", "USA"),
+                ("ZRH", "Zürich", "Switzerland"),
                 ("ICN", "Seoul", "South Korea"),
             ],
             "flights": [
@@ -126,88 +140,184 @@ DATABASES: dict[str, dict] = {
 SPIDER_TRAIN = [
     ("bookstore", "How many books are there?", "SELECT count(*) FROM books"),
     ("bookstore", "List the titles of books published in 1987.", "SELECT title FROM books WHERE year = 1987"),
-    ("bookstore", "What are the names of authors whose country is unknown?",
-     "SELECT name FROM authors WHERE country IS NULL"),
-    ("bookstore", "List the titles and prices of all books from the most to the least expensive, ties by title.",
-     "SELECT title, price FROM books ORDER BY price DESC, title"),
-    ("bookstore", "Which different genres do the books have?",
-     "SELECT DISTINCT genre FROM books WHERE genre IS NOT NULL"),
-    ("bookstore", "What is the total quantity sold by each store?",
-     "SELECT store, sum(quantity) FROM sales GROUP BY store"),
-    ("school", "What are the names of the students in class 7A?",
-     "SELECT T1.name FROM students AS T1 JOIN classes AS T2 ON T1.class_id = T2.class_id WHERE T2.name = '7A'"),
+    (
+        "bookstore",
+        "What are the names of authors whose country is unknown?",
+        "SELECT name FROM authors WHERE country IS NULL",
+    ),
+    (
+        "bookstore",
+        "List the titles and prices of all books from the most to the least expensive, ties by title.",
+        "SELECT title, price FROM books ORDER BY price DESC, title",
+    ),
+    (
+        "bookstore",
+        "Which different genres do the books have?",
+        "SELECT DISTINCT genre FROM books WHERE genre IS NOT NULL",
+    ),
+    (
+        "bookstore",
+        "What is the total quantity sold by each store?",
+        "SELECT store, sum(quantity) FROM sales GROUP BY store",
+    ),
+    (
+        "school",
+        "What are the names of the students in class 7A?",
+        "SELECT T1.name FROM students AS T1 JOIN classes AS T2 ON T1.class_id = T2.class_id WHERE T2.name = '7A'",
+    ),
     ("school", "What is the average math score?", "SELECT avg(score) FROM exam_scores WHERE subject = 'math'"),
-    ("school", "What are the names of the students with the highest math score?",
-     "SELECT T1.name FROM students AS T1 JOIN exam_scores AS T2 ON T1.student_id = T2.student_id "
-     "WHERE T2.subject = 'math' AND T2.score = (SELECT max(score) FROM exam_scores WHERE subject = 'math')"),
+    (
+        "school",
+        "What are the names of the students with the highest math score?",
+        "SELECT T1.name FROM students AS T1 JOIN exam_scores AS T2 ON T1.student_id = T2.student_id "
+        "WHERE T2.subject = 'math' AND T2.score = (SELECT max(score) FROM exam_scores WHERE subject = 'math')",
+    ),
     ("school", "How many students live in each city?", "SELECT city, count(*) FROM students GROUP BY city"),
-    ("flights", "List the ids of the flights leaving Lisbon, by departure time.",
-     "SELECT T1.flight_id FROM flights AS T1 JOIN airports AS T2 ON T1.origin = T2.code "
-     "WHERE T2.city = 'Lisbon' ORDER BY T1.departure"),
+    (
+        "flights",
+        "List the ids of the flights leaving Lisbon, by departure time.",
+        "SELECT T1.flight_id FROM flights AS T1 JOIN airports AS T2 ON T1.origin = T2.code "
+        "WHERE T2.city = 'Lisbon' ORDER BY T1.departure",
+    ),
     ("flights", "What is the longest flight duration in minutes?", "SELECT max(duration_min) FROM flights"),
-    ("flights", "Which airlines operate more than one flight?",
-     "SELECT airline FROM flights GROUP BY airline HAVING count(*) > 1"),
+    (
+        "flights",
+        "Which airlines operate more than one flight?",
+        "SELECT airline FROM flights GROUP BY airline HAVING count(*) > 1",
+    ),
 ]
 SPIDER_DEV = [
-    ("bookstore", "Who wrote Norwegian Wood?",
-     "SELECT T2.name FROM books AS T1 JOIN authors AS T2 ON T1.author_id = T2.author_id "
-     "WHERE T1.title = 'Norwegian Wood'"),
-    ("school", "Name the three students with the best math scores, best first, ties by name.",
-     "SELECT T1.name FROM students AS T1 JOIN exam_scores AS T2 ON T1.student_id = T2.student_id "
-     "WHERE T2.subject = 'math' ORDER BY T2.score DESC, T1.name LIMIT 3"),
+    (
+        "bookstore",
+        "Who wrote Norwegian Wood?",
+        "SELECT T2.name FROM books AS T1 JOIN authors AS T2 ON T1.author_id = T2.author_id "
+        "WHERE T1.title = 'Norwegian Wood'",
+    ),
+    (
+        "school",
+        "Name the three students with the best math scores, best first, ties by name.",
+        "SELECT T1.name FROM students AS T1 JOIN exam_scores AS T2 ON T1.student_id = T2.student_id "
+        "WHERE T2.subject = 'math' ORDER BY T2.score DESC, T1.name LIMIT 3",
+    ),
     ("flights", "How many flights have no price?", "SELECT count(*) FROM flights WHERE price IS NULL"),
-    ("flights", "Which cities can be reached directly from Paris?",
-     "SELECT T3.city FROM flights AS T1 JOIN airports AS T2 ON T1.origin = T2.code "
-     "JOIN airports AS T3 ON T1.destination = T3.code WHERE T2.city = 'Paris'"),
-    ("school", "Who teaches the class with the most students?",
-     "SELECT T2.teacher FROM students AS T1 JOIN classes AS T2 ON T1.class_id = T2.class_id "
-     "GROUP BY T1.class_id ORDER BY count(*) DESC LIMIT 1"),
+    (
+        "flights",
+        "Which cities can be reached directly from Paris?",
+        "SELECT T3.city FROM flights AS T1 JOIN airports AS T2 ON T1.origin = T2.code "
+        "JOIN airports AS T3 ON T1.destination = T3.code WHERE T2.city = 'Paris'",
+    ),
+    (
+        "school",
+        "Who teaches the class with the most students?",
+        "SELECT T2.teacher FROM students AS T1 JOIN classes AS T2 ON T1.class_id = T2.class_id "
+        "GROUP BY T1.class_id ORDER BY count(*) DESC LIMIT 1",
+    ),
 ]
 # (db_id, question, evidence, gold SQL, difficulty)
 BIRD_TRAIN = [
-    ("bookstore", "What is the total revenue of Norwegian Wood?", "revenue = SUM(quantity * price)",
-     "SELECT SUM(T2.quantity * T1.price) FROM books AS T1 INNER JOIN sales AS T2 ON T1.book_id = T2.book_id "
-     "WHERE T1.title = 'Norwegian Wood'", "simple"),
-    ("bookstore", "How many copies of books by Haruki Murakami were sold in Tokyo?",
-     "Haruki Murakami refers to name = 'Haruki Murakami (村上春樹)'",
-     "SELECT SUM(T3.quantity) FROM authors AS T1 INNER JOIN books AS T2 ON T1.author_id = T2.author_id "
-     "INNER JOIN sales AS T3 ON T2.book_id = T3.book_id "
-     "WHERE T1.name = 'Haruki Murakami (村上春樹)' AND T3.store = 'Tokyo'", "moderate"),
-    ("school", "What percentage of the math exams have a score of at least 85?",
-     "percentage = DIVIDE(COUNT(score >= 85), COUNT(score)) * 100; math exams refer to subject = 'math'",
-     "SELECT CAST(SUM(CASE WHEN score >= 85 THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(score) "
-     "FROM exam_scores WHERE subject = 'math'", "challenging"),
-    ("school", "List the names of the students born in 2011 who live in Porto.",
-     "born in 2011 refers to birth_year = 2011",
-     "SELECT name FROM students WHERE birth_year = 2011 AND city = 'Porto'", "simple"),
-    ("flights", "What is the average price of TAP flights?", "TAP refers to airline = 'TAP'",
-     "SELECT AVG(price) FROM flights WHERE airline = 'TAP'", "simple"),
-    ("flights", "Which country is the destination of the most expensive flight?", "most expensive refers to MAX(price)",
-     "SELECT T2.country FROM flights AS T1 INNER JOIN airports AS T2 ON T1.destination = T2.code "
-     "ORDER BY T1.price DESC LIMIT 1", "moderate"),
-    ("bookstore", "Which stores sold the book Cien años de soledad?", "",
-     "SELECT DISTINCT T2.store FROM books AS T1 INNER JOIN sales AS T2 ON T1.book_id = T2.book_id "
-     "WHERE T1.title = 'Cien años de soledad'", "simple"),
-    ("school", "Among the students of class 7B, how many have no math score?",
-     "no math score refers to subject = 'math' AND score IS NULL; class 7B refers to classes.name = '7B'",
-     "SELECT COUNT(*) FROM students AS T1 INNER JOIN classes AS T2 ON T1.class_id = T2.class_id "
-     "INNER JOIN exam_scores AS T3 ON T1.student_id = T3.student_id "
-     "WHERE T2.name = '7B' AND T3.subject = 'math' AND T3.score IS NULL", "moderate"),
+    (
+        "bookstore",
+        "What is the total revenue of Norwegian Wood?",
+        "revenue = SUM(quantity * price)",
+        "SELECT SUM(T2.quantity * T1.price) FROM books AS T1 INNER JOIN sales AS T2 ON T1.book_id = T2.book_id "
+        "WHERE T1.title = 'Norwegian Wood'",
+        "simple",
+    ),
+    (
+        "bookstore",
+        "How many copies of books by Haruki Murakami were sold in Tokyo?",
+        "Haruki Murakami refers to name = 'Haruki Murakami (村上春樹)'",
+        "SELECT SUM(T3.quantity) FROM authors AS T1 INNER JOIN books AS T2 ON T1.author_id = T2.author_id "
+        "INNER JOIN sales AS T3 ON T2.book_id = T3.book_id "
+        "WHERE T1.name = 'Haruki Murakami (村上春樹)' AND T3.store = 'Tokyo'",
+        "moderate",
+    ),
+    (
+        "school",
+        "What percentage of the math exams have a score of at least 85?",
+        "percentage = DIVIDE(COUNT(score >= 85), COUNT(score)) * 100; math exams refer to subject = 'math'",
+        "SELECT CAST(SUM(CASE WHEN score >= 85 THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(score) "
+        "FROM exam_scores WHERE subject = 'math'",
+        "challenging",
+    ),
+    (
+        "school",
+        "List the names of the students born in 2011 who live in Porto.",
+        "born in 2011 refers to birth_year = 2011",
+        "SELECT name FROM students WHERE birth_year = 2011 AND city = 'Porto'",
+        "simple",
+    ),
+    (
+        "flights",
+        "What is the average price of TAP flights?",
+        "TAP refers to airline = 'TAP'",
+        "SELECT AVG(price) FROM flights WHERE airline = 'TAP'",
+        "simple",
+    ),
+    (
+        "flights",
+        "Which country is the destination of the most expensive flight?",
+        "most expensive refers to MAX(price)",
+        "SELECT T2.country FROM flights AS T1 INNER JOIN airports AS T2 ON T1.destination = T2.code "
+        "ORDER BY T1.price DESC LIMIT 1",
+        "moderate",
+    ),
+    (
+        "bookstore",
+        "Which stores sold the book Cien años de soledad?",
+        "",
+        "SELECT DISTINCT T2.store FROM books AS T1 INNER JOIN sales AS T2 ON T1.book_id = T2.book_id "
+        "WHERE T1.title = 'Cien años de soledad'",
+        "simple",
+    ),
+    (
+        "school",
+        "Among the students of class 7B, how many have no math score?",
+        "no math score refers to subject = 'math' AND score IS NULL; class 7B refers to classes.name = '7B'",
+        "SELECT COUNT(*) FROM students AS T1 INNER JOIN classes AS T2 ON T1.class_id = T2.class_id "
+        "INNER JOIN exam_scores AS T3 ON T1.student_id = T3.student_id "
+        "WHERE T2.name = '7B' AND T3.subject = 'math' AND T3.score IS NULL",
+        "moderate",
+    ),
 ]
 BIRD_DEV = [
-    ("flights", "How many flights depart on 2024-05-01?", "depart on 2024-05-01 refers to departure LIKE '2024-05-01%'",
-     "SELECT COUNT(*) FROM flights WHERE departure LIKE '2024-05-01%'", "simple"),
-    ("bookstore", "List the titles of the books with no genre.", "no genre refers to genre IS NULL",
-     "SELECT title FROM books WHERE genre IS NULL", "simple"),
-    ("school", "What is the highest art score and who got it?",
-     "highest refers to MAX(score); art refers to subject = 'art'",
-     "SELECT T1.name, MAX(T2.score) FROM students AS T1 INNER JOIN exam_scores AS T2 "
-     "ON T1.student_id = T2.student_id WHERE T2.subject = 'art'", "moderate"),
-    ("flights", "List the cities of the airports with no departing flight.", "",
-     "SELECT city FROM airports WHERE code NOT IN (SELECT origin FROM flights)", "moderate"),
-    ("bookstore", "How many different authors sold at least one book in London?", "",
-     "SELECT COUNT(DISTINCT T1.author_id) FROM books AS T1 INNER JOIN sales AS T2 ON T1.book_id = T2.book_id "
-     "WHERE T2.store = 'London'", "challenging"),
+    (
+        "flights",
+        "How many flights depart on 2024-05-01?",
+        "depart on 2024-05-01 refers to departure LIKE '2024-05-01%'",
+        "SELECT COUNT(*) FROM flights WHERE departure LIKE '2024-05-01%'",
+        "simple",
+    ),
+    (
+        "bookstore",
+        "List the titles of the books with no genre.",
+        "no genre refers to genre IS NULL",
+        "SELECT title FROM books WHERE genre IS NULL",
+        "simple",
+    ),
+    (
+        "school",
+        "What is the highest art score and who got it?",
+        "highest refers to MAX(score); art refers to subject = 'art'",
+        "SELECT T1.name, MAX(T2.score) FROM students AS T1 INNER JOIN exam_scores AS T2 "
+        "ON T1.student_id = T2.student_id WHERE T2.subject = 'art'",
+        "moderate",
+    ),
+    (
+        "flights",
+        "List the cities of the airports with no departing flight.",
+        "",
+        "SELECT city FROM airports WHERE code NOT IN (SELECT origin FROM flights)",
+        "moderate",
+    ),
+    (
+        "bookstore",
+        "How many different authors sold at least one book in London?",
+        "",
+        "SELECT COUNT(DISTINCT T1.author_id) FROM books AS T1 INNER JOIN sales AS T2 ON T1.book_id = T2.book_id "
+        "WHERE T2.store = 'London'",
+        "challenging",
+    ),
 ]
 
 
@@ -315,7 +425,11 @@ def main() -> int:
         spider["train"], "spider", db_root, source="train.json", db_root_in_label=False, one_shot=True
     )
     rows += convert_examples(
-        bird["train"], "bird", bird_dir / "dev_databases", source="bird/train.json", db_root_in_label=False,
+        bird["train"],
+        "bird",
+        bird_dir / "dev_databases",
+        source="bird/train.json",
+        db_root_in_label=False,
         one_shot=True,
     )
     n = write_jsonl(out / "train_mini_oneshot.jsonl", rows)

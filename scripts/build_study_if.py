@@ -8,6 +8,7 @@ probe table in the study report): a reward that never varies in a group gives GD
 
     python scripts/build_study_if.py --layout fixed --out mrtpo_openrlhf/data/instructions/study_train.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,19 +19,80 @@ from pathlib import Path
 from mrtpo_openrlhf.verifiers.instructions import build_checker
 
 TASKS = [
-    "Write a short poem about {}.", "Write a short story about {}.", "Describe {} in a few sentences.",
-    "Write a short product description for {}.", "Explain {} to a child.", "Write a short blog post about {}.",
-    "Give three tips about {}.", "Write a short letter to a friend about {}.",
+    "Write a short poem about {}.",
+    "Write a short story about {}.",
+    "Describe {} in a few sentences.",
+    "Write a short product description for {}.",
+    "Explain {} to a child.",
+    "Write a short blog post about {}.",
+    "Give three tips about {}.",
+    "Write a short letter to a friend about {}.",
 ]
 TOPICS = [
-    "the ocean", "a rainy day", "coffee", "a lost cat", "the moon", "autumn leaves", "a bicycle", "friendship",
-    "a city at night", "bread", "mountains", "a library", "the wind", "a garden", "snow", "a train journey",
-    "music", "the sun", "a river", "an old clock", "birds", "a school day", "tea", "the forest", "a market",
-    "stars", "a lighthouse", "summer", "a dog", "the desert", "a kite", "apples", "a bridge", "winter",
-    "a museum", "the sea breeze", "a candle", "a farm", "chess", "a storm", "a picnic", "robots", "a volcano",
-    "honey", "a sailboat", "the rainforest", "a piano", "fireflies", "a castle", "the park", "ice cream",
-    "a thunderstorm", "a painter", "the stars at night", "a quiet morning", "the harvest", "a mountain lake",
-    "an island", "the first day of spring", "a bakery", "a garden snail", "a waterfall", "a windmill", "a comet",
+    "the ocean",
+    "a rainy day",
+    "coffee",
+    "a lost cat",
+    "the moon",
+    "autumn leaves",
+    "a bicycle",
+    "friendship",
+    "a city at night",
+    "bread",
+    "mountains",
+    "a library",
+    "the wind",
+    "a garden",
+    "snow",
+    "a train journey",
+    "music",
+    "the sun",
+    "a river",
+    "an old clock",
+    "birds",
+    "a school day",
+    "tea",
+    "the forest",
+    "a market",
+    "stars",
+    "a lighthouse",
+    "summer",
+    "a dog",
+    "the desert",
+    "a kite",
+    "apples",
+    "a bridge",
+    "winter",
+    "a museum",
+    "the sea breeze",
+    "a candle",
+    "a farm",
+    "chess",
+    "a storm",
+    "a picnic",
+    "robots",
+    "a volcano",
+    "honey",
+    "a sailboat",
+    "the rainforest",
+    "a piano",
+    "fireflies",
+    "a castle",
+    "the park",
+    "ice cream",
+    "a thunderstorm",
+    "a painter",
+    "the stars at night",
+    "a quiet morning",
+    "the harvest",
+    "a mountain lake",
+    "an island",
+    "the first day of spring",
+    "a bakery",
+    "a garden snail",
+    "a waterfall",
+    "a windmill",
+    "a comet",
 ]
 # Constraint pool: (IFEval instruction id, kwargs).
 POOL = {
@@ -61,8 +123,14 @@ def build(n: int, layout: str, seed: int) -> list[dict]:
         kwargs = [dict(POOL[k][1]) for k in keys]
         sentences = [build_checker(i_, k_).description() for i_, k_ in zip(ids, kwargs)]
         prompt = " ".join([task.format(topic), *sentences])
-        rows.append({"prompt": prompt, "label": {"instruction_id_list": ids, "kwargs": kwargs},
-                     "source": f"study-{layout}", "key": f"study-{layout}-{i}"})
+        rows.append(
+            {
+                "prompt": prompt,
+                "label": {"instruction_id_list": ids, "kwargs": kwargs},
+                "source": f"study-{layout}",
+                "key": f"study-{layout}-{i}",
+            }
+        )
     return rows
 
 

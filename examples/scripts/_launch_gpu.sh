@@ -10,10 +10,14 @@ N_SAMPLES=${N_SAMPLES:-8}                  # responses per prompt (GDPO/MRTPO no
 ROLLOUT_BATCH=${ROLLOUT_BATCH:-64}         # prompts per step
 TRAIN_BATCH=${TRAIN_BATCH:-$((ROLLOUT_BATCH * N_SAMPLES))}
 LR=${LR:-1e-6}
-BETA=${BETA:-0.5}                          # paper: 0.5 on every task
-WARMUP=${WARMUP:-10}                       # paper: N = 10
-PLACEMENT=${PLACEMENT:-mrtpo}              # mrtpo | shuffle | joint (ablations)
-REWARD_WEIGHTING=${REWARD_WEIGHTING:-none} # none | saw
+# Method settings, passed only when set: unset, the CLI's defaults apply (mrtpo_openrlhf/core/settings.py).
+# BETA, WARMUP, PLACEMENT (mrtpo | shuffle | joint | uniform), REWARD_WEIGHTING (none | saw), CAP (a number | none)
+method_flags=()
+[ -n "${BETA:-}" ] && method_flags+=(--algo.mrtpo.beta "$BETA")
+[ -n "${WARMUP:-}" ] && method_flags+=(--algo.mrtpo.warmup_steps "$WARMUP")
+[ -n "${PLACEMENT:-}" ] && method_flags+=(--algo.mrtpo.placement "$PLACEMENT")
+[ -n "${REWARD_WEIGHTING:-}" ] && method_flags+=(--algo.mrtpo.reward_weighting "$REWARD_WEIGHTING")
+[ -n "${CAP:-}" ] && method_flags+=(--algo.mrtpo.cap "$CAP")
 MAX_LEN=${MAX_LEN:-$((MAX_NEW_TOKENS + 2048))}
 EPISODES=${EPISODES:-1}
 RUN_NAME=${RUN_NAME:-${ESTIMATOR}-${TASK}-$(basename "$MODEL")}
@@ -38,8 +42,7 @@ cmd=(python -m mrtpo_openrlhf.cli.train_ppo_ray
   --algo.advantage.estimator "$ESTIMATOR"
   --algo.kl.use_loss --algo.kl.init_coef 0.001 --algo.kl.estimator k3
   --algo.advantage.is_correction_level token
-  --algo.mrtpo.beta "$BETA" --algo.mrtpo.warmup_steps "$WARMUP" --algo.mrtpo.placement "$PLACEMENT"
-  --algo.mrtpo.reward_weighting "$REWARD_WEIGHTING"
+  "${method_flags[@]}"
   --ckpt.output_dir "$OUT/model" --ckpt.path "$OUT/ckpt" --ckpt.save_steps "${SAVE_STEPS:-20}" --ckpt.save_hf
   --logger.logging_steps 1 --logger.tensorboard_dir "$OUT/tensorboard"
 )

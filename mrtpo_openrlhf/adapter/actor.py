@@ -1,4 +1,5 @@
 """Actor side: the replay runs on the policy's own DeepSpeed engine (ZeRO-3 safe)."""
+
 from __future__ import annotations
 
 from typing import Sequence

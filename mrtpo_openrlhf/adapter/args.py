@@ -1,19 +1,34 @@
 """The MRTPO/GDPO command-line flags, hooked into upstream's inline argparse parser.
 
 Upstream builds its parser under ``if __name__ == "__main__"`` in ``openrlhf/cli/train_ppo_ray.py``
-with hard-coded estimator choices. ``extend_parser`` adds ``gdpo`` and ``mrtpo`` to those choices
-and our flags to the parser; ``validate`` rejects combinations MRTPO cannot run with. All upstream
-flags and validation stay as they are.
+with hard-coded estimator choices. ``extend_parser`` adds the registered estimators (``core.ADVANTAGE_ESTIMATORS``)
+to those choices and our flags to the parser; ``validate`` rejects combinations MRTPO cannot run with;
+``ineffective_flags`` names the ``--algo.mrtpo.*`` flags given that the chosen estimator does not read (warned
+about, one line). All upstream flags and validation stay as they are. Defaults and choices come from the core.
 """
+
 from __future__ import annotations
 
 import argparse
+import sys
 
-MULTI_REWARD_ESTIMATORS = ("gdpo", "mrtpo")
+from ..core import estimators as _estimators
+from ..core import settings as _settings
+from ..core.weights import PLACEMENT_HELP, PLACEMENT_MODES
+
+MULTI_REWARD_ESTIMATORS = tuple(_estimators.ADVANTAGE_ESTIMATORS)
 ESTIMATOR_DEST = "algo.advantage.estimator"
+MRTPO_PREFIX = "algo.mrtpo."
 
 
-DEFAULT_CAP = 1.5  # chosen from the binding rates measured with SmolLM2's replay on the mini sets: docs/cap.md
+class _StoreGiven(argparse.Action):
+    """``store`` that remembers the flag was given on the command line (defaults never call an action)."""
+
+    given = False
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        self.given = True
 
 
 def parse_cap(text: str) -> float | None:
@@ -28,27 +43,60 @@ def parse_cap(text: str) -> float | None:
 
 def add_mrtpo_arguments(parser: argparse.ArgumentParser) -> None:
     """Our flags, all under ``--algo.mrtpo.*`` (they arrive as ``args.algo.mrtpo.<name>``)."""
+    s = _settings
     g = parser.add_argument_group("MRTPO / GDPO (mrtpo-openrlhf)")
-    g.add_argument("--algo.mrtpo.beta", type=float, default=0.5,
-                   help="placement strength beta_max in w = (1-beta) + beta*q/mean(q) (paper: 0.5)")
-    g.add_argument("--algo.mrtpo.warmup_steps", type=int, default=10,
-                   help="beta ramps linearly from 0 to beta over this many steps (paper: N = 10)")
-    g.add_argument("--algo.mrtpo.cap", type=parse_cap, default=DEFAULT_CAP,
-                   help="a token may receive at most CAP times the largest single reward's reallocation "
-                        f"(>= 1, or 'none' to switch it off; default {DEFAULT_CAP}, see docs/cap.md)")
-    g.add_argument("--algo.mrtpo.placement", choices=["mrtpo", "shuffle", "joint", "uniform"], default="mrtpo",
-                   help="ablations: shuffle (weights permuted within each response), joint (one replay "
-                        "without any block, one profile for all rewards), uniform (GDPO placement)")
-    g.add_argument("--algo.mrtpo.reward_weighting", choices=["none", "saw"], default="none",
-                   help="response-level reward weights stacked under the placement (saw: weights from "
-                        "each reward's coefficient of variation in the batch)")
-    g.add_argument("--algo.mrtpo.eps", type=float, default=1e-4, help="epsilon of GDPO's two normalizations")
-    g.add_argument("--algo.mrtpo.replay_micro_batch_size", type=int, default=4,
-                   help="contexts per replay forward on each actor rank")
-    g.add_argument("--algo.mrtpo.chunk_size", type=int, default=256,
-                   help="positions per chunk of the JS computation (memory O(chunk * vocab))")
-    g.add_argument("--algo.mrtpo.block_separator", type=str, default="\n\n",
-                   help="text put before each verifier block in the replay contexts")
+    add = lambda name, **kw: g.add_argument(f"--{MRTPO_PREFIX}{name}", action=_StoreGiven, **kw)  # noqa: E731
+    add(
+        "beta",
+        type=float,
+        default=s.DEFAULT_BETA,
+        help=f"placement strength beta_max in w = (1-beta) + beta*q/mean(q) (default {s.DEFAULT_BETA})",
+    )
+    add(
+        "warmup_steps",
+        type=int,
+        default=s.DEFAULT_WARMUP_STEPS,
+        help=f"beta ramps linearly from 0 to beta over this many steps (default {s.DEFAULT_WARMUP_STEPS})",
+    )
+    add(
+        "cap",
+        type=parse_cap,
+        default=s.DEFAULT_CAP,
+        help="a token may receive at most CAP times the largest single reward's reallocation "
+        f"(>= 1, or 'none' to switch it off; default {s.DEFAULT_CAP}, see docs/cap.md)",
+    )
+    add(
+        "placement",
+        choices=PLACEMENT_MODES,
+        default=s.DEFAULT_PLACEMENT,
+        help="; ".join(f"{mode}: {text}" for mode, text in PLACEMENT_HELP.items()) + " (mrtpo estimator only)",
+    )
+    add(
+        "reward_weighting",
+        choices=s.REWARD_WEIGHTINGS,
+        default=s.DEFAULT_REWARD_WEIGHTING,
+        help="response-level reward weights stacked under the placement (saw: weights from "
+        "each reward's coefficient of variation in the batch)",
+    )
+    add("eps", type=float, default=s.DEFAULT_EPS, help="epsilon of GDPO's two normalizations")
+    add(
+        "replay_micro_batch_size",
+        type=int,
+        default=s.DEFAULT_REPLAY_MICRO_BATCH_SIZE,
+        help="contexts per replay forward on each actor rank",
+    )
+    add(
+        "chunk_size",
+        type=int,
+        default=s.DEFAULT_CHUNK_SIZE,
+        help="positions per chunk of the JS computation (memory O(chunk * vocab))",
+    )
+    add(
+        "block_separator",
+        type=str,
+        default=s.DEFAULT_BLOCK_SEPARATOR,
+        help="text put before each verifier block in the replay contexts",
+    )
 
 
 def _find_action(parser: argparse.ArgumentParser, dest: str) -> argparse.Action | None:
@@ -72,6 +120,7 @@ def validate(flat: argparse.Namespace, error=None) -> None:
 
     ``error(msg)`` reports (argparse's ``parser.error`` exits with usage); default raises ValueError.
     """
+
     def fail(msg: str):
         if error is not None:
             error(msg)
@@ -82,21 +131,27 @@ def validate(flat: argparse.Namespace, error=None) -> None:
     if estimator not in MULTI_REWARD_ESTIMATORS:
         return
     if (get("rollout.n_samples_per_prompt", 1) or 1) < 2:
-        fail(f"--algo.advantage.estimator {estimator} normalizes each reward inside a prompt's group: "
-             f"--rollout.n_samples_per_prompt must be >= 2 (got {get('rollout.n_samples_per_prompt')})")
+        fail(
+            f"--algo.advantage.estimator {estimator} normalizes each reward inside a prompt's group: "
+            f"--rollout.n_samples_per_prompt must be >= 2 (got {get('rollout.n_samples_per_prompt')})"
+        )
     if get("train.async_enable", False):
         fail(f"--algo.advantage.estimator {estimator} runs in the synchronous trainer only: drop --train.async_enable")
     if (get("ds.ring_attn_size", 1) or 1) > 1:
         fail(f"--algo.advantage.estimator {estimator} does not support ring attention (--ds.ring_attn_size > 1)")
     if (get("ds.tensor_parallel_size", 1) or 1) > 1:
-        fail(f"--algo.advantage.estimator {estimator} does not support DeepSpeed tensor parallelism "
-             "(--ds.tensor_parallel_size > 1)")
+        fail(
+            f"--algo.advantage.estimator {estimator} does not support DeepSpeed tensor parallelism "
+            "(--ds.tensor_parallel_size > 1)"
+        )
     if not get("reward.remote_url"):
-        fail(f"--algo.advantage.estimator {estimator} needs a multi-reward function: pass --reward.remote_url "
-             "(e.g. reward_funcs/sql.py)")
+        fail(
+            f"--algo.advantage.estimator {estimator} needs a multi-reward function: pass --reward.remote_url "
+            "(e.g. reward_funcs/sql.py)"
+        )
     if get("train.agent_func_path"):
         fail(f"--algo.advantage.estimator {estimator} does not support --train.agent_func_path (multi-turn agents)")
-    beta = get("algo.mrtpo.beta", 0.5)
+    beta = get("algo.mrtpo.beta", _settings.DEFAULT_BETA)
     if not 0.0 <= beta <= 1.0:
         fail(f"--algo.mrtpo.beta must be in [0, 1], got {beta}")
     cap = get("algo.mrtpo.cap")
@@ -106,8 +161,40 @@ def validate(flat: argparse.Namespace, error=None) -> None:
         fail("--algo.mrtpo.warmup_steps must be >= 0")
     if get("algo.mrtpo.replay_micro_batch_size", 1) < 1 or get("algo.mrtpo.chunk_size", 1) < 1:
         fail("--algo.mrtpo.replay_micro_batch_size and --algo.mrtpo.chunk_size must be >= 1")
-    if estimator == "gdpo" and get("algo.mrtpo.placement", "mrtpo") != "mrtpo":
+    if estimator == "gdpo" and get("algo.mrtpo.placement", _settings.DEFAULT_PLACEMENT) != _settings.DEFAULT_PLACEMENT:
         fail("--algo.mrtpo.placement applies to --algo.advantage.estimator mrtpo only")
+
+
+def given_flags(parser: argparse.ArgumentParser) -> set[str]:
+    """The ``--algo.mrtpo.*`` dests given on the command line of the last parse."""
+    return {a.dest for a in parser._actions if isinstance(a, _StoreGiven) and a.given}  # noqa: SLF001
+
+
+def ineffective_flags(estimator: str | None, given: set[str]) -> list[str]:
+    """The given ``--algo.mrtpo.*`` flags (dests) that ``estimator`` does not read, sorted."""
+    spec = _estimators.ADVANTAGE_ESTIMATORS.get(estimator)
+    reads = spec.reads if spec is not None else frozenset()
+    return sorted(d for d in given if d.startswith(MRTPO_PREFIX) and d[len(MRTPO_PREFIX) :] not in reads)
+
+
+def warn_ineffective(estimator: str | None, given: set[str], stream=None) -> str | None:
+    """Print one line naming the given flags that have no effect under ``estimator``; returns it (None: none)."""
+    unused = ineffective_flags(estimator, given)
+    if not unused:
+        return None
+    spec = _estimators.ADVANTAGE_ESTIMATORS.get(estimator)
+    reads = (
+        f"it reads only {', '.join('--' + MRTPO_PREFIX + r for r in sorted(spec.reads))}"
+        if spec
+        else "an upstream estimator reads no --algo.mrtpo.* flag"
+    )
+    line = (
+        f"[mrtpo] warning: {', '.join('--' + d for d in unused)} "
+        f"{'has' if len(unused) == 1 else 'have'} no effect under --algo.advantage.estimator {estimator} "
+        f"({reads})"
+    )
+    print(line, file=stream or sys.stderr, flush=True)
+    return line
 
 
 class ParserHook:
@@ -126,9 +213,13 @@ class ParserHook:
 
         def parse_args(parser, args=None, namespace=None):
             hooked = extend_parser(parser)
+            for action in parser._actions:  # noqa: SLF001 - argparse has no API
+                if isinstance(action, _StoreGiven):
+                    action.given = False
             parsed = original(parser, args, namespace)
             if hooked:
                 validate(parsed, parser.error)
+                warn_ineffective(getattr(parsed, ESTIMATOR_DEST, None), given_flags(parser))
                 if self.after is not None:
                     self.after(parsed)
             return parsed

@@ -1,22 +1,23 @@
 """The experience maker: per-reward GDPO advantages, replay on the actor group, token advantages.
 
-Replaces upstream's ``compute_advantages_and_returns`` for ``--algo.advantage.estimator gdpo|mrtpo``
-(other estimators run upstream's code unchanged). Per step:
+Replaces upstream's ``compute_advantages_and_returns`` for the estimators registered in
+``core.ADVANTAGE_ESTIMATORS`` (``gdpo``, ``mrtpo``; other estimators run upstream's code unchanged). Per step:
 
 1. length penalties (upstream's ``apply_length_penalties``) act on the scalar reward; their change p
    (reward units) is kept aside: it is not a verifier reward and is not normalized;
-2. the (N, K) reward matrix is group-normalized per reward (``core.group_normalize``), a NaN/Inf value
-   counting as absent;
-3. ``mrtpo``: every (response, reward) pair with a non-zero advantage and a non-empty block is
-   replayed on the actor group, the same number of forwards on every rank;
-4. ``core.token_advantages`` places each reward's advantage, ``core.rescale_token_advantages``
-   applies GDPO's batch step (batch statistics over the whole rollout batch); then p is added to
-   every token of its response, at its own size, and ``--reward.clip_range`` clamps the response level;
+2. ``core.response_advantages`` on the whole (N, K) reward matrix: per-reward group advantages A (a NaN/Inf
+   value counting as absent), SAW weights, GDPO's response level;
+3. when the step's placement reads relevance (``mrtpo``, beta > 0, not ``uniform``): every (response, reward)
+   pair with a non-zero advantage and a non-empty block is replayed on the actor group, the same number of
+   forwards on every rank;
+4. each micro-batch's rows and q go to the registered estimator, which returns the (B, A) token advantages
+   (placement, GDPO's batch step over the whole rollout batch, p added at its own size, ``--reward.clip_range``);
 5. KL in the reward (no ``--algo.kl.use_loss``): the per-token ``-kl_coef * kl`` penalty is added
    as its reward-to-go, exactly as upstream's group estimators do. It is not a verifier reward and
    is not re-placed.
 The result is the (B, A) ``advantages`` (and ``returns``) upstream's PolicyLoss consumes.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -34,23 +35,20 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 
 from ..core import (
+    ADVANTAGE_ESTIMATORS,
+    JOINT_PLACEMENT,
     PROMPT_IDS_MISMATCH,
+    MethodSettings,
     ReplayRequest,
-    batch_standardize,
-    beta_schedule,
-    clip_response_advantages,
+    TokenInputs,
     count_forwards,
-    group_normalize,
     localization,
     request_for_rollout,
-    rescale_token_advantages,
-    saw_weights,
-    token_advantages,
+    response_advantages,
     tokens_for_mass,
-    weighted_sum,
 )
-from .args import MULTI_REWARD_ESTIMATORS
-from .transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
+from ..rewards.contract import RewardVector
+from .transport import pop_reward_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +59,12 @@ REWARD_LOW = 0.0  # the lowest possible value of every shipped reward (all are 0
 
 @dataclass
 class RewardBatch:
-    """The whole rollout batch's reward vectors in original rollout order (rows = ``experience.index``).
+    """The whole rollout batch's rewards as tensors, rows in original rollout order (``experience.index``).
 
-    values/present: (N, K); names/blocks: N lists of K strings ("" pads missing rewards); spans: N entries,
-    None (the reward function records no spans) or K block spans in the prompt (None pads).
+    Built from the per-response ``RewardVector``s (``from_vectors``); K is the largest K of the batch.
+    values/present: (N, K), present 0 where a row has fewer rewards; names/blocks: N lists of K strings ("" pads
+    missing rewards); spans: N entries, None (the reward function records no spans) or K block spans in the
+    prompt (None pads).
     """
 
     values: torch.Tensor
@@ -74,26 +74,29 @@ class RewardBatch:
     spans: list | None = None
     nonfinite: int = 0  # values dropped as verifier failures (``drop_nonfinite``)
 
-
-def gather_reward_batch(experiences: Sequence[Any], vectors: Sequence[dict]) -> RewardBatch:
-    """Merge per-micro-batch reward vectors (popped from info) into original order."""
-    n = sum(len(e.index) for e in experiences)
-    k = max(v[VALUES].shape[1] for v in vectors)
-    values = torch.zeros(n, k)
-    present = torch.zeros(n, k)
-    names: list[list[str]] = [[] for _ in range(n)]
-    blocks: list[list[str]] = [[] for _ in range(n)]
-    spans: list = [None] * n
-    for exp, vec in zip(experiences, vectors):
-        kk = vec[VALUES].shape[1]
-        for row, g in enumerate(exp.index):
-            values[g, :kk] = vec[VALUES][row].float()
-            present[g, :kk] = vec[PRESENT][row].float()
-            names[g] = list(vec[NAMES][row]) + [""] * (k - len(vec[NAMES][row]))
-            blocks[g] = list(vec[BLOCKS][row]) + [""] * (k - len(vec[BLOCKS][row]))
-            row_spans = vec.get(SPANS, [None] * len(exp.index))[row]
-            spans[g] = None if row_spans is None else list(row_spans) + [None] * (k - len(row_spans))
-    return RewardBatch(values, present, names, blocks, spans)
+    @classmethod
+    def from_vectors(cls, experiences: Sequence[Any], vectors: Sequence[Sequence[RewardVector]]) -> RewardBatch:
+        """Merge each micro-batch's vectors (``vectors[i][row]`` belongs to ``experiences[i].index[row]``)."""
+        n = sum(len(e.index) for e in experiences)
+        k = max(len(v.items) for per in vectors for v in per)
+        values = torch.zeros(n, k)
+        present = torch.zeros(n, k)
+        names: list[list[str]] = [[] for _ in range(n)]
+        blocks: list[list[str]] = [[] for _ in range(n)]
+        spans: list = [None] * n
+        for exp, per in zip(experiences, vectors):
+            if len(per) != len(exp.index):
+                raise RuntimeError(f"{len(per)} reward vectors for a micro-batch of {len(exp.index)} responses")
+            for vec, g in zip(per, exp.index):
+                kk = len(vec.items)
+                values[g, :kk] = torch.tensor(vec.values)
+                present[g, :kk] = 1.0
+                names[g] = vec.names + [""] * (k - kk)
+                blocks[g] = [it.block for it in vec.items] + [""] * (k - kk)
+                spans[g] = None if vec.spans is None else [None if sp is None else tuple(sp) for sp in vec.spans]
+                if spans[g] is not None:
+                    spans[g] += [None] * (k - kk)
+        return cls(values, present, names, blocks, spans)
 
 
 def drop_nonfinite(batch: RewardBatch) -> RewardBatch:
@@ -103,8 +106,12 @@ def drop_nonfinite(batch: RewardBatch) -> RewardBatch:
     if not bool(bad.any()):
         return batch
     for g, k in bad.nonzero().tolist():
-        logger.warning("reward %r of response %d is %s: verifier failure, the reward counts as absent for it",
-                       batch.names[g][k], g, float(batch.values[g, k]))
+        logger.warning(
+            "reward %r of response %d is %s: verifier failure, the reward counts as absent for it",
+            batch.names[g][k],
+            g,
+            float(batch.values[g, k]),
+        )
     values = torch.where(bad, torch.zeros_like(batch.values), batch.values)
     return RewardBatch(values, batch.present * ~bad, batch.names, batch.blocks, batch.spans, int(bad.sum()))
 
@@ -112,8 +119,9 @@ def drop_nonfinite(batch: RewardBatch) -> RewardBatch:
 def name_ids(names: Sequence[Sequence[str]]) -> torch.Tensor:
     """(N, K) int id of each reward name ("" padding: -1), so statistics can be taken per name."""
     table: dict[str, int] = {}
-    return torch.tensor([[table.setdefault(n, len(table)) if n else -1 for n in row] for row in names],
-                        dtype=torch.long)
+    return torch.tensor(
+        [[table.setdefault(n, len(table)) if n else -1 for n in row] for row in names], dtype=torch.long
+    )
 
 
 def check_groups(batch: RewardBatch, group_size: int) -> None:
@@ -139,7 +147,7 @@ def response_span(sequence: torch.Tensor, attention_mask: torch.Tensor, action_m
     if cols.numel() == 0:
         return tokens, [], 0
     first, last = int(cols[0]), int(cols[-1])
-    return tokens[: first + 1], tokens[first + 1: last + 2], first
+    return tokens[: first + 1], tokens[first + 1 : last + 2], first
 
 
 def split_for_ranks(costs: Sequence[int], num_ranks: int, groups: Sequence[int] | None = None) -> list[list[int]]:
@@ -182,22 +190,21 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
     @torch.no_grad()
     def compute_advantages_and_returns(self, experiences):
         vectors = [pop_reward_vectors(e) for e in experiences]
-        if self.advantage_estimator not in MULTI_REWARD_ESTIMATORS:
+        if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
             if all(vectors):
-                self.last_metrics = self._reward_metrics(gather_reward_batch(experiences, vectors), None)
+                self.last_metrics = self._reward_metrics(RewardBatch.from_vectors(experiences, vectors), None)
             return super().compute_advantages_and_returns(experiences)
         if not all(vectors):
             raise RuntimeError("reward vectors missing: the MRTPO samples generator did not run for these samples")
         return self._multi_reward_advantages(experiences, vectors)
 
     def _multi_reward_advantages(self, experiences, vectors):
-        args, margs = self.args, self.mrtpo_args
+        args = self.args
         group_size = args.rollout.n_samples_per_prompt
-        eps = margs.eps
         for e in experiences:
             # (B, 1) rewards (a JSON-list reward) are (B,) here, as upstream's group estimators read them
             e.rewards = e.rewards.to(torch.promote_types(e.rewards.dtype, torch.float32)).reshape(len(e.index))
-        batch = drop_nonfinite(gather_reward_batch(experiences, vectors))
+        batch = drop_nonfinite(RewardBatch.from_vectors(experiences, vectors))
         for e in experiences:
             # a non-finite scalar is the sum of a vector holding a failure: recompute it without the absent values
             total = (batch.values[e.index] * batch.present[e.index]).sum(1).to(e.rewards.dtype)
@@ -209,19 +216,14 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             penalty[torch.tensor(e.index)] = (e.rewards - b).float()
         check_groups(batch, group_size)
 
-        adv = group_normalize(batch.values, group_size, eps, batch.present)
-        weights = None
-        if margs.reward_weighting == "saw":
-            weights = saw_weights(batch.values, batch.present, eps, name_ids(batch.names), lows=REWARD_LOW)
-        response_sum = weighted_sum(adv, weights)
-        sum_mean, sum_std = batch_standardize(response_sum, eps)
-        # GDPO's response-level advantage, plus the length penalty at its own size
-        response_adv = (response_sum - sum_mean) / (sum_std + eps) + penalty
-
-        is_mrtpo = self.advantage_estimator == "mrtpo"
-        beta = beta_schedule(self.global_step, margs.beta, margs.warmup_steps) if is_mrtpo else 0.0
-        mode = margs.placement if is_mrtpo else "uniform"
-        replay = self._replay(experiences, batch, adv) if beta > 0 and mode != "uniform" else None
+        settings = MethodSettings.from_args(args)
+        estimator = ADVANTAGE_ESTIMATORS[self.advantage_estimator]
+        response = response_advantages(
+            batch.values, batch.present, group_size, settings, name_ids(batch.names), REWARD_LOW, penalty
+        )
+        adv = response.group
+        placement = estimator.placement(settings, self.global_step)
+        replay = self._replay(experiences, batch, adv, placement.mode) if placement.needs_relevance else None
         generator = torch.Generator().manual_seed(int(args.train.seed) * 100_003 + self.global_step)
 
         cap_counts = [0, 0]  # tokens where the cap changed the advantage, valid tokens
@@ -229,21 +231,20 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         for e in experiences:
             rows = torch.tensor(e.index)
             mask = e.action_mask.bool()
-            q = torch.zeros(len(e.index), adv.shape[1], mask.shape[1])
+            q = None
             if replay is not None:
+                q = torch.zeros(len(e.index), adv.shape[1], mask.shape[1])
                 for j, g in enumerate(e.index):
                     if g in replay.q:
                         first, qg = replay.q[g]
-                        q[j, :, first: first + qg.shape[1]] = qg
-            tok, binding = token_advantages(adv[rows], q, mask, beta, margs.cap, mode,
-                                            None if weights is None else weights[rows], generator, return_binding=True)
-            cap_counts[0] += int(binding.sum())
+                        q[j, :, first : first + qg.shape[1]] = qg
+            out = estimator(response, TokenInputs(rows, mask, q, self.global_step, generator), settings)
+            a = out.advantages
+            cap_counts[0] += int(out.cap_binding.sum())
             cap_counts[1] += int(mask.sum())
-            a = rescale_token_advantages(tok, response_sum, mask, eps) + penalty[rows, None] * mask
-            a = clip_response_advantages(a, response_adv[rows], mask, args.reward.clip_range)
             if dump is not None:
                 for j, g in enumerate(e.index):
-                    dump[g] = {"advantages": a[j][mask[j]].clone(), "gdpo": float(response_adv[g])}
+                    dump[g] = {"advantages": a[j][mask[j]].clone(), "gdpo": float(response.level[g])}
             if e.kl is not None and not args.algo.kl.use_loss:
                 kl_penalty = compute_reward(
                     torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask
@@ -255,11 +256,11 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             e.info["group_reward_std"] = self._group_std(batch, group_size)[rows]
             e.kl = None
         if dump is not None:
-            self._dump(dump, beta, mode)
+            self._dump(dump, placement.beta, placement.mode)
         self.last_metrics = self._reward_metrics(batch, adv)
         if bool((penalty != 0).any()):
             self.last_metrics[f"reward/{LENGTH_PENALTY}/mean"] = float(penalty.mean())
-        self.last_metrics["mrtpo/beta"] = beta
+        self.last_metrics["mrtpo/beta"] = placement.beta
         self.last_metrics["mrtpo/nonfinite_rewards"] = float(batch.nonfinite)
         self.last_metrics["mrtpo/cap_binding_frac"] = cap_counts[0] / max(cap_counts[1], 1)
         if replay is not None:
@@ -271,8 +272,16 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         batch to $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the end-to-end checks of the placement."""
         folder = os.environ[DUMP_ENV]
         os.makedirs(folder, exist_ok=True)
-        torch.save({"step": self.global_step, "estimator": self.advantage_estimator, "beta": beta, "placement": mode,
-                    "rows": rows}, os.path.join(folder, f"step{self.global_step}.pt"))
+        torch.save(
+            {
+                "step": self.global_step,
+                "estimator": self.advantage_estimator,
+                "beta": beta,
+                "placement": mode,
+                "rows": rows,
+            },
+            os.path.join(folder, f"step{self.global_step}.pt"),
+        )
 
     @staticmethod
     def _group_std(batch: RewardBatch, group_size: int) -> torch.Tensor:
@@ -300,14 +309,14 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
 
     # ── replay ──
 
-    def build_requests(self, experiences, batch: RewardBatch, adv: torch.Tensor):
+    def build_requests(self, experiences, batch: RewardBatch, adv: torch.Tensor, placement: str):
         """ReplayRequests for every response with at least one pair to replay, keyed by global row.
 
         Contexts start from the rollout's own prompt ids (``core.request_for_rollout``).
         Returns ({row: (request, first action column)}, {reason: number of pairs skipped}).
         """
         margs = self.mrtpo_args
-        joint = margs.placement == "joint"
+        joint = placement == JOINT_PLACEMENT
         requests: dict[int, tuple[ReplayRequest, int]] = {}
         skipped: dict[str, int] = defaultdict(int)
         for e in experiences:
@@ -319,8 +328,17 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                 if not response:
                     continue
                 spans = batch.spans[g] if batch.spans is not None else None
-                req, left_out = request_for_rollout(self.tokenizer, e.prompts[j], prompt_ids, batch.blocks[g],
-                                                    response, ks, margs.block_separator, joint, spans)
+                req, left_out = request_for_rollout(
+                    self.tokenizer,
+                    e.prompts[j],
+                    prompt_ids,
+                    batch.blocks[g],
+                    response,
+                    ks,
+                    margs.block_separator,
+                    joint,
+                    spans,
+                )
                 for reason in left_out.values():
                     skipped[reason] += 1
                 if req.minus_contexts:
@@ -329,10 +347,10 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             logger.warning("MRTPO replay skipped pairs: %s", dict(skipped))
         return requests, dict(skipped)
 
-    def _replay(self, experiences, batch: RewardBatch, adv: torch.Tensor):
+    def _replay(self, experiences, batch: RewardBatch, adv: torch.Tensor, placement: str):
         margs = self.mrtpo_args
         t0 = time.time()
-        requests, skipped = self.build_requests(experiences, batch, adv)
+        requests, skipped = self.build_requests(experiences, batch, adv, placement)
         group = self.actor_model_group
         num_ranks = len(group._actor_handlers) // group.duplicate_actors  # noqa: SLF001
         rows = sorted(requests)

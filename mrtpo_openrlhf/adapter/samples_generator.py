@@ -1,4 +1,5 @@
 """Rollout side: upstream's SamplesGenerator plus the reward-vector transport and generation timing."""
+
 from __future__ import annotations
 
 import logging
@@ -17,8 +18,12 @@ class MRTPOSamplesGenerator(SamplesGenerator):
     def _process_response_into_experience(self, response, **generate_kwargs):
         safe_logs, ours = split_extra_logs(response.get("extra_logs"))
         # the HTTP reward server answers JSON lists ([x] per response); upstream would make (1, 1) rewards of them
-        response = {**response, "extra_logs": safe_logs, "reward": scalar(response.get("reward")),
-                    "scores": scalar(response.get("scores"))}
+        response = {
+            **response,
+            "extra_logs": safe_logs,
+            "reward": scalar(response.get("reward")),
+            "scores": scalar(response.get("scores")),
+        }
         experience = super()._process_response_into_experience(response, **generate_kwargs)
         attach_reward_vector(experience, ours, response.get("reward"))
         return experience

@@ -1,4 +1,5 @@
 """Trainer side: upstream's PPOTrainer with our samples generator, experience maker and metrics."""
+
 from __future__ import annotations
 
 import os
@@ -30,10 +31,27 @@ def seed_prompt_order(dataloader, seed: int) -> bool:
 class MRTPOPPOTrainerBase(PPOTrainer.__ray_actor_class__):
     """Ray workers import upstream fresh, so the trainer builds our components itself."""
 
-    def __init__(self, pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
-                 reference_model_group, vllm_engines, **generate_kwargs):
-        super().__init__(pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
-                         reference_model_group, vllm_engines, **generate_kwargs)
+    def __init__(
+        self,
+        pretrain,
+        strategy,
+        actor_model_group,
+        critic_model_group,
+        reward_model_group,
+        reference_model_group,
+        vllm_engines,
+        **generate_kwargs,
+    ):
+        super().__init__(
+            pretrain,
+            strategy,
+            actor_model_group,
+            critic_model_group,
+            reward_model_group,
+            reference_model_group,
+            vllm_engines,
+            **generate_kwargs,
+        )
         seed_prompt_order(self.prompts_dataloader, strategy.args.train.seed)
         tokenizer = self.samples_generator.tokenizer
         self.samples_generator = MRTPOSamplesGenerator(
@@ -44,8 +62,13 @@ class MRTPOPPOTrainerBase(PPOTrainer.__ray_actor_class__):
             vllm_engines=vllm_engines,
         )
         self.experience_maker = MRTPOExperienceMaker(
-            actor_model_group, critic_model_group, reward_model_group, reference_model_group,
-            self.kl_ctl, strategy, tokenizer,
+            actor_model_group,
+            critic_model_group,
+            reward_model_group,
+            reference_model_group,
+            self.kl_ctl,
+            strategy,
+            tokenizer,
         )
 
     writes_metrics_jsonl = True  # the CPU layer's metrics patch stands aside for this trainer

@@ -1,33 +1,25 @@
 """Reward-vector transport: from the reward function's ``extra_logs`` to the experience maker.
 
-Upstream's ``_process_response_into_experience`` turns every ``extra_logs`` value into a tensor
-(strings raise). We pop the MRTPO keys first and store them in ``Experience.info`` in shapes that
-``Experience.concat_experiences`` merges correctly:
+One response's rewards are one ``rewards.contract.RewardVector`` everywhere: the reward function builds it, it
+crosses Ray or HTTP as ``extra_logs`` (``RewardVector.to_extra_logs``, the only wire form), and the samples
+generator turns it back into a RewardVector that rides in ``Experience.info[VECTOR]`` as a one-element list, which
+upstream's ``concat_experiences`` joins into the micro-batch's list of B vectors. The experience maker pops that
+list and builds the batch's tensors from it (``RewardBatch.from_vectors``).
 
-- ``info[VALUES]``: (1, K) float tensor -> (B, K_max), right-padded with 0.
-- ``info[PRESENT]``: (1, K) ones -> (B, K_max), 0 where a row has fewer rewards.
-- ``info[NAMES]``, ``info[BLOCKS]``: [list[str]] -> list of B lists.
-- ``info[SPANS]``: [K [start, end] or None] -> list of B entries; [None] when the reward function records no
-  spans. Optional ``extra_logs`` key ``mrtpo_reward_spans``: for each block, its character span in the prompt
-  the reward function received where the task put it, or None for a block the prompt does not hold.
-
-The experience maker pops all four before experiences are sent to the actors (which accept only
-numeric (B,) info tensors).
+Upstream's ``_process_response_into_experience`` turns every ``extra_logs`` value into a tensor (strings raise),
+so the MRTPO keys are split off before it runs; the actors accept only numeric (B,) info tensors, so the
+experience maker pops ``info[VECTOR]`` before experiences are sent to them.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import torch
 
-from ..rewards.contract import MRTPO_KEYS, SPANS_KEY, parse_extra_logs
+from ..rewards.contract import MRTPO_KEYS, SPANS_KEY, RewardItem, RewardVector, parse_extra_logs
 
-VALUES = "mrtpo_values"
-PRESENT = "mrtpo_present"
-NAMES = "mrtpo_names"
-BLOCKS = "mrtpo_blocks"
-SPANS = "mrtpo_spans"
-INFO_KEYS = (VALUES, PRESENT, NAMES, BLOCKS, SPANS)
+VECTOR = "mrtpo_reward_vector"  # info key: list of B RewardVectors
 
 
 def split_extra_logs(extra_logs: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -55,7 +47,7 @@ def fill_missing_logs(experiences) -> list[str]:
     function returned fewer logs (a verifier failure) cannot break upstream's batching. Returns the keys filled."""
     keys: dict[str, None] = {}
     for e in experiences:
-        keys.update(dict.fromkeys(k for k, v in e.info.items() if isinstance(v, torch.Tensor) and k not in INFO_KEYS))
+        keys.update(dict.fromkeys(k for k, v in e.info.items() if isinstance(v, torch.Tensor) and k != VECTOR))
     filled = set()
     for e in experiences:
         for k in keys:
@@ -65,26 +57,18 @@ def fill_missing_logs(experiences) -> list[str]:
     return sorted(filled)
 
 
-def attach_reward_vector(experience, ours: dict[str, Any], scalar_reward: float | None) -> None:
-    """Store one response's reward vector in ``experience.info`` (see module docstring).
+def attach_reward_vector(experience, ours: dict[str, Any], scalar_reward: float | None) -> RewardVector:
+    """Store one response's RewardVector in ``experience.info[VECTOR]`` and return it.
 
     A reward function without MRTPO keys gives one reward named ``reward`` (its scalar) and no block.
     """
     vec = parse_extra_logs(ours) if ours else None
     if vec is None or not vec.items:
-        names, values, blocks = ["reward"], [scalar(scalar_reward) or 0.0], [""]
-    else:
-        names, values, blocks = vec.names, vec.values, [it.block for it in vec.items]
-    experience.info[VALUES] = torch.tensor([values], dtype=torch.float32)
-    experience.info[PRESENT] = torch.ones((1, len(values)), dtype=torch.float32)
-    experience.info[NAMES] = [list(names)]
-    experience.info[BLOCKS] = [list(blocks)]
-    spans = ours.get(SPANS_KEY) if vec is not None and vec.items else None
-    if spans is not None and len(spans) != len(blocks):
-        raise ValueError(f"{SPANS_KEY} has {len(spans)} entries for {len(blocks)} rewards")
-    experience.info[SPANS] = [None if spans is None else [None if sp is None else tuple(sp) for sp in spans]]
+        vec = RewardVector([RewardItem("reward", scalar(scalar_reward) or 0.0)])
+    experience.info[VECTOR] = [vec]
+    return vec
 
 
-def pop_reward_vectors(experience) -> dict[str, Any]:
-    """Remove and return our entries from a (concatenated) experience's info."""
-    return {k: experience.info.pop(k) for k in INFO_KEYS if k in experience.info}
+def pop_reward_vectors(experience) -> list[RewardVector]:
+    """Remove and return a (concatenated) experience's B reward vectors, in row order ([] when absent)."""
+    return list(experience.info.pop(VECTOR, []))

@@ -6,6 +6,7 @@ Runs upstream's own ``openrlhf.cli.train_ppo_ray`` entry point with three hooks:
 - ``PPOTrainer`` becomes ours (reward-vector transport, MRTPO experience maker, metrics).
 Every other upstream flag, default and check is untouched.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -13,9 +14,11 @@ import os
 import runpy
 import sys
 
-NO_DEVICE = ("mrtpo: no CUDA device on this machine. To train on CPU, run the embedded default "
-             "(`bash examples/scripts/train_mrtpo_sql.sh`, or `python -m mrtpo_openrlhf.launch.default --task sql`): "
-             "it starts a private Ray head with the CPU layer (MRTPO_CPU=1).")
+NO_DEVICE = (
+    "mrtpo: no CUDA device on this machine. To train on CPU, run the embedded default "
+    "(`bash examples/scripts/train_mrtpo_sql.sh`, or `python -m mrtpo_openrlhf.launch.default --task sql`): "
+    "it starts a private Ray head with the CPU layer (MRTPO_CPU=1)."
+)
 
 
 def install_upstream_overrides() -> None:

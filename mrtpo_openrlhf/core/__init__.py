@@ -1,24 +1,29 @@
 """MRTPO core: pure torch, no OpenRLHF or Ray import.
 
-Data flow: rewards (B,K) -> ``group_normalize`` (A, per reward) -> ``replay_relevance`` (q, per reward
-and token) -> ``credit_weights`` / ``token_advantages`` (placement) -> ``rescale_token_advantages``
-(GDPO batch step) -> the clipped surrogate (upstream PolicyLoss).
+Data flow (``estimators``): rewards (N,K) -> ``response_advantages`` (A per reward, GDPO's response level) ->
+``replay_relevance`` (q, per reward and token, for the pairs with A != 0) -> ``ADVANTAGE_ESTIMATORS[name]``
+(placement ``token_advantages``, GDPO's batch step ``rescale_token_advantages``, the length penalty, the clip
+range) -> the clipped surrogate (upstream PolicyLoss). The method's defaults are in ``settings``.
 """
-from .gdpo import (
+
+from .estimators import (
     ADVANTAGE_ESTIMATORS,
-    DEFAULT_EPS,
-    batch_standardize,
-    gdpo_advantages,
-    group_normalize,
-    grpo_advantages,
+    UNIFORM,
+    AdvantageEstimator,
+    ResponseAdvantages,
+    StepPlacement,
+    TokenAdvantages,
+    TokenInputs,
     register_estimator,
-    saw_weights,
-    weighted_sum,
+    response_advantages,
+    token_path,
 )
-from .relevance import DEFAULT_CHUNK_SIZE, js_relevance
+from .gdpo import batch_standardize, group_normalize, saw_weights, weighted_sum
+from .relevance import js_relevance
 from .replay import (
     JOINT,
     PROMPT_IDS_MISMATCH,
+    JointContext,
     ReplayRequest,
     chat_suffix_text,
     context_ids,
@@ -27,7 +32,6 @@ from .replay import (
     find_insert_position,
     inline_blocks,
     localization,
-    pairs_to_replay,
     prefix_sharing_unsupported,
     replay_relevance,
     request_for_rollout,
@@ -37,13 +41,27 @@ from .replay import (
     tokenize_blocks,
     tokens_for_mass,
 )
+from .settings import (
+    DEFAULT_BETA,
+    DEFAULT_BLOCK_SEPARATOR,
+    DEFAULT_CAP,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_EPS,
+    DEFAULT_PLACEMENT,
+    DEFAULT_REPLAY_MICRO_BATCH_SIZE,
+    DEFAULT_REWARD_WEIGHTING,
+    DEFAULT_WARMUP_STEPS,
+    REWARD_WEIGHTINGS,
+    MethodSettings,
+)
 from .weights import (
+    JOINT_PLACEMENT,
+    PLACEMENT_HELP,
     PLACEMENT_MODES,
     apply_cap,
     beta_schedule,
     clip_response_advantages,
     credit_weights,
-    mrtpo_advantages,
     rescale_token_advantages,
     token_advantages,
 )

@@ -1,26 +1,15 @@
-"""Response-level advantages from a reward matrix: GDPO (per-reward group normalization) and GRPO.
+"""GDPO's response-level pieces on a reward matrix: per-reward group normalization, the weighted sum, the batch
+statistics, SAW's reward weights. ``estimators.response_advantages`` composes them.
 
-Estimators are registered by name (``ADVANTAGE_ESTIMATORS``) as pure functions
-``(rewards (B,K), group_size, eps, weights) -> (B,)``. Rows ``g*n .. g*n+n-1`` form one prompt's group.
-GDPO follows NVIDIA's reference: eps = 1e-4 in both steps, Bessel-corrected std.
+Rows ``g*n .. g*n+n-1`` form one prompt's group. GDPO follows NVIDIA's reference: eps = 1e-4 in both steps,
+Bessel-corrected std.
 """
-from __future__ import annotations
 
-from typing import Callable
+from __future__ import annotations
 
 import torch
 
-DEFAULT_EPS = 1e-4
-
-ADVANTAGE_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {}
-
-
-def register_estimator(name: str):
-    def deco(fn):
-        ADVANTAGE_ESTIMATORS[name] = fn
-        return fn
-
-    return deco
+from .settings import DEFAULT_EPS
 
 
 def _grouped(x: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -83,36 +72,6 @@ def weighted_sum(adv: torch.Tensor, weights: torch.Tensor | None = None) -> torc
     if weights is None:
         return adv.sum(dim=-1)
     return (adv * weights.to(adv)).sum(dim=-1)
-
-
-@register_estimator("gdpo")
-def gdpo_advantages(
-    rewards: torch.Tensor, group_size: int, eps: float = DEFAULT_EPS, weights: torch.Tensor | None = None
-) -> torch.Tensor:
-    """GDPO: group-normalize each reward, (weighted) sum over rewards, standardize over the batch.
-
-    Args:
-        rewards: (B, K). weights: optional (K,) or (B, K) per-reward weights (SAW-style).
-    Returns:
-        (B,) response advantages.
-    """
-    # float64 inside: S can cancel to ~eps, where float32 rounding would show in the result.
-    summed = weighted_sum(group_normalize(rewards.double(), group_size, eps), weights)
-    mean, std = batch_standardize(summed, eps)
-    return ((summed - mean) / (std + eps)).float()
-
-
-@register_estimator("grpo")
-def grpo_advantages(
-    rewards: torch.Tensor, group_size: int, eps: float = DEFAULT_EPS, weights: torch.Tensor | None = None
-) -> torch.Tensor:
-    """GRPO baseline: sum the (weighted) rewards first, then group-normalize once.
-
-    Args:
-        rewards: (B, K) or (B,). Returns: (B,).
-    """
-    total = rewards.double() if rewards.dim() == 1 else weighted_sum(rewards.double(), weights)
-    return group_normalize(total, group_size, eps).float()
 
 
 def saw_weights(

@@ -11,19 +11,31 @@ blocks the whole prompt): that prefix runs once and its key/value cache is copie
 minus_{i,k1}, minus_{i,k2}, ..., so the ``full`` logits of one response are kept only until its last
 pair is done.
 """
+
 from __future__ import annotations
 
+import enum
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 import torch
 
-from .relevance import DEFAULT_CHUNK_SIZE, js_relevance
+from .relevance import js_relevance
+from .settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE
 
 _log = logging.getLogger(__name__)
 
-JOINT = -1  # key of the joint ablation's single "all blocks removed" context
+
+class JointContext(enum.Enum):
+    """The joint ablation (placement ``joint``): one context with every verifier block removed, replayed once per
+    response; its relevance profile is shared by every reward in the request's ``joint_rewards``."""
+
+    ALL_BLOCKS_REMOVED = "all blocks removed"
+
+
+JOINT = JointContext.ALL_BLOCKS_REMOVED  # its key in ``ReplayRequest.minus_contexts``
+ContextKey = int | JointContext  # a reward index k (the context minus_k), or JOINT
 
 
 @dataclass
@@ -39,7 +51,7 @@ class ReplayRequest:
 
     full_context: Sequence[int]
     response_ids: Sequence[int]
-    minus_contexts: dict[int, Sequence[int]] = field(default_factory=dict)
+    minus_contexts: dict[ContextKey, Sequence[int]] = field(default_factory=dict)
     joint_rewards: Sequence[int] = ()
 
     @property
@@ -76,8 +88,11 @@ def request_from_ids(
         live = [k for k in rewards if block_ids[k]]
         minus = {JOINT: list(prompt_ids)} if live else {}
         return ReplayRequest(full, list(response_ids), minus, live)
-    minus = {k: context_ids(prompt_ids, [b for j, b in enumerate(block_ids) if j != k], insert_at)
-             for k in rewards if block_ids[k]}
+    minus = {
+        k: context_ids(prompt_ids, [b for j, b in enumerate(block_ids) if j != k], insert_at)
+        for k in rewards
+        if block_ids[k]
+    }
     return ReplayRequest(full, list(response_ids), minus)
 
 
@@ -100,8 +115,9 @@ def inline_blocks(prompt_head: str, blocks: Sequence[str], spans: Sequence[Span 
             continue
         start, end = int(span[0]), int(span[1])
         if not 0 <= start <= end <= len(prompt_head) or prompt_head[start:end] != block:
-            raise ValueError(f"block {k}'s recorded span {tuple(span)} does not hold its text {block[:60]!r} in the "
-                             "prompt")
+            raise ValueError(
+                f"block {k}'s recorded span {tuple(span)} does not hold its text {block[:60]!r} in the prompt"
+            )
         out.append(True)
     return out
 
@@ -109,7 +125,7 @@ def inline_blocks(prompt_head: str, blocks: Sequence[str], spans: Sequence[Span 
 def context_texts(
     prompt: str,
     blocks: Sequence[str],
-    separator: str = "\n\n",
+    separator: str = DEFAULT_BLOCK_SEPARATOR,
     suffix: str = "",
     spans: Sequence[Span | None] | None = None,
 ) -> tuple[str, list[str], str]:
@@ -122,10 +138,11 @@ def context_texts(
     it, even where its text happens to occur elsewhere in the prompt. An empty block gives minus_k == full.
     ``none`` drops every block (the joint ablation).
     """
-    head, tail = _prompt_head(prompt, suffix), prompt[len(_prompt_head(prompt, suffix)):]
+    head, tail = _prompt_head(prompt, suffix), prompt[len(_prompt_head(prompt, suffix)) :]
     inline = inline_blocks(head, blocks, spans)
-    places = [(int(spans[k][0]), int(spans[k][1])) if spans is not None and inline[k] else None
-              for k in range(len(blocks))]
+    places = [
+        (int(spans[k][0]), int(spans[k][1])) if spans is not None and inline[k] else None for k in range(len(blocks))
+    ]
 
     def render(drop: set[int]) -> str:
         body = head
@@ -147,7 +164,7 @@ def request_from_text(
     blocks: Sequence[str],
     response_ids: Sequence[int],
     rewards: Sequence[int],
-    separator: str = "\n\n",
+    separator: str = DEFAULT_BLOCK_SEPARATOR,
     joint: bool = False,
     spans: Sequence[Span | None] | None = None,
 ) -> ReplayRequest:
@@ -174,7 +191,7 @@ def request_for_rollout(
     blocks: Sequence[str],
     response_ids: Sequence[int],
     rewards: Sequence[int],
-    separator: str = "\n\n",
+    separator: str = DEFAULT_BLOCK_SEPARATOR,
     joint: bool = False,
     spans: Sequence[Span | None] | None = None,
 ) -> tuple[ReplayRequest, dict[int, str]]:
@@ -211,7 +228,7 @@ def _prompt_head(prompt: str, suffix: str) -> str:
     return prompt[: len(prompt) - len(suffix)] if suffix and prompt.endswith(suffix) else prompt
 
 
-def tokenize_blocks(tokenizer: Any, blocks: Sequence[str], separator: str = "\n\n") -> list[list[int]]:
+def tokenize_blocks(tokenizer: Any, blocks: Sequence[str], separator: str = DEFAULT_BLOCK_SEPARATOR) -> list[list[int]]:
     """Text blocks -> token ids, each prefixed by ``separator``; an empty block stays empty."""
     return [tokenizer(separator + b, add_special_tokens=False)["input_ids"] if b else [] for b in blocks]
 
@@ -247,15 +264,10 @@ def find_insert_position(
     return len(prompt_ids)
 
 
-def pairs_to_replay(adv: torch.Tensor) -> torch.Tensor:
-    """(B, K) advantages -> (B, K) bool: a pair needs a replay iff its advantage is non-zero."""
-    return adv != 0
-
-
 @dataclass
 class _Job:
     request: int
-    reward: int | None  # None = full
+    reward: ContextKey | None  # None = full
     ids: list[int]
     n_response: int
 
@@ -359,11 +371,13 @@ def _plan(requests: Sequence[ReplayRequest], micro_batch_size: int) -> _Plan:
     Branches are taken ``micro_batch_size`` responses at a time (so at most that many responses' full logits
     wait for their minus branches), longest first within them, so rows of equal length share a forward.
     """
-    clusters = sorted(_shared(requests), key=lambda c: (len(c.prefix) // _LENGTH_BUCKET,
-                                                        max(len(b.ids) for b in c.branches), c.branches[0].request))
+    clusters = sorted(
+        _shared(requests),
+        key=lambda c: (len(c.prefix) // _LENGTH_BUCKET, max(len(b.ids) for b in c.branches), c.branches[0].request),
+    )
     plan = []
     for s in range(0, len(clusters), micro_batch_size):
-        group = clusters[s:s + micro_batch_size]
+        group = clusters[s : s + micro_batch_size]
         responses: dict[int, list[tuple[int, _Job]]] = {}
         for j, c in enumerate(group):
             for b in c.branches:
@@ -371,9 +385,11 @@ def _plan(requests: Sequence[ReplayRequest], micro_batch_size: int) -> _Plan:
         ordered = sorted(responses.values(), key=lambda rows: -max(len(b.ids) for _, b in rows))
         batches = []
         for w in range(0, len(ordered), micro_batch_size):
-            rows = sorted((row for rows in ordered[w:w + micro_batch_size] for row in rows),
-                          key=lambda row: (-len(row[1].ids), row[1].reward is not None))
-            batches += [rows[t:t + micro_batch_size] for t in range(0, len(rows), micro_batch_size)]
+            rows = sorted(
+                (row for rows in ordered[w : w + micro_batch_size] for row in rows),
+                key=lambda row: (-len(row[1].ids), row[1].reward is not None),
+            )
+            batches += [rows[t : t + micro_batch_size] for t in range(0, len(rows), micro_batch_size)]
         plan.append((group, batches))
     return plan
 
@@ -398,8 +414,8 @@ def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor,
     attn = torch.zeros((len(seqs), width), dtype=torch.long)
     for r, s in enumerate(seqs):
         if s:
-            ids[r, width - len(s):] = torch.tensor(s, dtype=torch.long)
-            attn[r, width - len(s):] = 1
+            ids[r, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            attn[r, width - len(s) :] = 1
     # Positions count real tokens only, so a left-padded row sees the same positions as unpadded.
     pos = (attn.cumsum(dim=1) - 1).clamp_min(0)
     return ids.to(device), attn.to(device), pos.to(device)
@@ -467,13 +483,16 @@ def _prefix_cache(model: Any, group: list[_Shared], pad_id: int, device):
     out = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1, use_cache=True)
     cache = getattr(out, "past_key_values", None)
     if cache is None or not hasattr(cache, "layers"):
-        raise RuntimeError(f"the prefix forward returned no key/value cache ({type(cache).__name__}): "
-                           "call replay_relevance with share_prefix=False for this model")
+        raise RuntimeError(
+            f"the prefix forward returned no key/value cache ({type(cache).__name__}): "
+            "call replay_relevance with share_prefix=False for this model"
+        )
     return [(layer.keys, layer.values) for layer in cache.layers], attn
 
 
-def _branch_logits(model: Any, group: list[_Shared], rows: list[tuple[int, _Job]], prefix, keep: int,
-                   pad_id: int, device) -> torch.Tensor:
+def _branch_logits(
+    model: Any, group: list[_Shared], rows: list[tuple[int, _Job]], prefix, keep: int, pad_id: int, device
+) -> torch.Tensor:
     """Response logits of branch rows continuing their response's prefix (cache ``prefix``, or None)."""
     ids, attn, pos = _left_pad([job.ids for _, job in rows], pad_id, device)
     offsets = torch.tensor([len(group[j].prefix) for j, _ in rows], device=device)
@@ -487,8 +506,14 @@ def _branch_logits(model: Any, group: list[_Shared], rows: list[tuple[int, _Job]
         kwargs["past_key_values"] = _expanded_cache(layers, sel)
         width = max(len(r.prefix) for r in group)  # the cache's width: shorter prefixes are left-padded in it
         padded = padded or any(len(group[j].prefix) != width for j, _ in rows)
-    out = model(input_ids=ids, attention_mask=_mask_if_padded(attn, padded), position_ids=pos, logits_to_keep=keep,
-                use_cache=prefix is not None, **kwargs)
+    out = model(
+        input_ids=ids,
+        attention_mask=_mask_if_padded(attn, padded),
+        position_ids=pos,
+        logits_to_keep=keep,
+        use_cache=prefix is not None,
+        **kwargs,
+    )
     return _logits(out)[:, -keep:]
 
 
@@ -496,8 +521,14 @@ class _Profiles:
     """Turns full/minus logits into q, keeping a response's full logits only until its last pair is done
     (a minus branch that comes before its full one waits for it)."""
 
-    def __init__(self, requests: Sequence[ReplayRequest], jobs: Sequence[_Job], q: torch.Tensor,
-                 temperature: float, chunk_size: int):
+    def __init__(
+        self,
+        requests: Sequence[ReplayRequest],
+        jobs: Sequence[_Job],
+        q: torch.Tensor,
+        temperature: float,
+        chunk_size: int,
+    ):
         self.requests, self.q, self.temperature, self.chunk_size = requests, q, temperature, chunk_size
         self.remaining: dict[int, int] = {}
         for job in jobs:
@@ -583,7 +614,7 @@ def replay_relevance(
         plan = _plan(requests, micro_batch_size)
         total = count_forwards(requests, micro_batch_size)
     else:
-        batches = [jobs[s:s + micro_batch_size] for s in range(0, len(jobs), micro_batch_size)]
+        batches = [jobs[s : s + micro_batch_size] for s in range(0, len(jobs), micro_batch_size)]
         total = len(batches)
     bar = None
     if progress:
@@ -610,7 +641,7 @@ def replay_relevance(
                 logits = _branch_logits(model, group, rows, prefix, keep, pad_token_id, device)
                 step()
                 for r, (_, job) in enumerate(rows):
-                    profiles.add(job, logits[r, keep - job.n_response:])
+                    profiles.add(job, logits[r, keep - job.n_response :])
                 del logits
             del prefix
     else:
@@ -619,7 +650,7 @@ def replay_relevance(
             logits = _response_logits(model, [job.ids for job in batch], keep, pad_token_id, device)
             step()
             for r, job in enumerate(batch):
-                profiles.add(job, logits[r, keep - job.n_response:])
+                profiles.add(job, logits[r, keep - job.n_response :])
             del logits
     while forwards < min_forwards:  # keep collective parameter gathers in step across ranks
         _response_logits(model, [[pad_token_id, pad_token_id]], 1, pad_token_id, device)

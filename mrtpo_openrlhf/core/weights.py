@@ -5,19 +5,28 @@ Each reward k of response i keeps its GDPO advantage A[i,k]; only its placement 
     a[i,t]   = sum_k w[i,k,t] * A[i,k]
 Because mean_t w = 1, sum_t w * A_k = T * A_k: each reward's total credit equals GDPO's.
 """
+
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
-from .gdpo import DEFAULT_EPS, batch_standardize, weighted_sum
+from .gdpo import batch_standardize
+from .settings import DEFAULT_BETA, DEFAULT_EPS, DEFAULT_WARMUP_STEPS
 
 PlacementMode = Literal["mrtpo", "uniform", "shuffle", "joint"]
-PLACEMENT_MODES = ("mrtpo", "uniform", "shuffle", "joint")
+PLACEMENT_MODES: tuple[str, ...] = get_args(PlacementMode)  # the one declaration; the CLI's choices read it
+JOINT_PLACEMENT = "joint"  # the ablation with one profile for all rewards (``replay.JOINT`` is its context)
+PLACEMENT_HELP = {
+    "mrtpo": "each reward's advantage placed by its own relevance profile",
+    "uniform": "GDPO's placement (relevance ignored)",
+    "shuffle": "each response's weights permuted over its tokens (same values, wrong places)",
+    "joint": "one replay without any block, one profile shared by every replayed reward",
+}
 
 
-def beta_schedule(step: int, beta_max: float = 0.5, warmup_steps: int = 10) -> float:
+def beta_schedule(step: int, beta_max: float = DEFAULT_BETA, warmup_steps: int = DEFAULT_WARMUP_STEPS) -> float:
     """Linear warm-up of beta: 0 at step 0, beta_max from step ``warmup_steps`` on.
 
     ``step`` counts completed training steps (0 for the first update).
@@ -132,7 +141,7 @@ def token_advantages(
     uniform = a.sum(dim=-1, keepdim=True) * valid  # (B, T)
     if mode == "uniform" or beta == 0.0:
         return (uniform.float(), torch.zeros_like(valid)) if return_binding else uniform.float()
-    if mode == "joint":
+    if mode == JOINT_PLACEMENT:
         if q.dim() == 2:
             profile, placed = q, torch.ones_like(a, dtype=torch.bool)
         else:
@@ -194,19 +203,3 @@ def clip_response_advantages(
     r = response_adv.to(token_adv.dtype)
     shift = r.clamp(min=low, max=high) - r
     return token_adv + shift.unsqueeze(-1) * mask.to(token_adv.dtype)
-
-
-def mrtpo_advantages(
-    adv: torch.Tensor,
-    q: torch.Tensor,
-    mask: torch.Tensor,
-    beta: float,
-    cap: float | None = None,
-    mode: PlacementMode = "mrtpo",
-    reward_weights: torch.Tensor | None = None,
-    eps: float = DEFAULT_EPS,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """The final (B, T) advantages the clipped surrogate consumes: placement, then the batch step."""
-    tok = token_advantages(adv, q, mask, beta, cap, mode, reward_weights, generator)
-    return rescale_token_advantages(tok, weighted_sum(adv.float(), reward_weights), mask, eps)

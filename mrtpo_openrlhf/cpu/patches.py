@@ -372,8 +372,11 @@ def fp32_param_dtype(ds_module: ModuleType) -> None:
         run_args = signature.bind_partial(self, *args, **kwargs).arguments.get("args")
         ds_args = getattr(run_args, "ds", None)
         if ds_args is not None and train_dtype() == FP32 and ds_args.param_dtype != FP32:
-            print(f"[mrtpo.cpu] MRTPO_CPU_DTYPE=fp32: --ds.param_dtype {ds_args.param_dtype} -> fp32 "
-                  "(HF load float32, DeepSpeed bf16/fp16 disabled)", flush=True)
+            print(
+                f"[mrtpo.cpu] MRTPO_CPU_DTYPE=fp32: --ds.param_dtype {ds_args.param_dtype} -> fp32 "
+                "(HF load float32, DeepSpeed bf16/fp16 disabled)",
+                flush=True,
+            )
             ds_args.param_dtype = FP32
         original(self, *args, **kwargs)
 

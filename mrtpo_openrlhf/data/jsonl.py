@@ -1,4 +1,5 @@
 """JSONL reading and writing with errors that name the file and line; writes replace the output atomically."""
+
 from __future__ import annotations
 
 import json
@@ -17,11 +18,20 @@ def iter_jsonl(path: str | Path, validate: Callable[[dict], None] | None = None)
 
     ``validate(row)`` may raise ValueError/KeyError/TypeError to reject a row; its message is kept.
     """
+    for _, row in iter_jsonl_numbered(path, validate):
+        yield row
+
+
+def iter_jsonl_numbered(path: str | Path, validate: Callable[[dict], None] | None = None) -> Iterator[tuple[int, dict]]:
+    """``iter_jsonl`` with each row's 1-based line number, for callers whose own checks name the line. A UTF-8
+    byte-order mark before the first row is skipped (editors on Windows write one)."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: no such file")
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -41,7 +51,7 @@ def iter_jsonl(path: str | Path, validate: Callable[[dict], None] | None = None)
                     validate(row)
                 except (ValueError, KeyError, TypeError) as exc:
                     raise DatasetError(f"{path}:{lineno}: {exc}") from None
-            yield row
+            yield lineno, row
 
 
 def read_jsonl(path: str | Path, validate: Callable[[dict], None] | None = None) -> list[dict]:

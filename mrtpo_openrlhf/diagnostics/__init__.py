@@ -6,17 +6,18 @@
 - ``stats``: per-pair and aggregated localization statistics (80% mass, top-20% share, span ratios).
 - ``html``: the self-contained heatmap page.
 """
+
 from .runner import DiagnoseError, Sample, diagnose, run, write_outputs
 from .spans import (
-                    SPAN_KINDS,
-                    TARGET_IDS,
-                    constraint_target_spans,
-                    locate_spans,
-                    select_column_spans,
-                    spans_to_token_mask,
-                    tag_spans,
-                    token_char_offsets,
-                    tool_argument_spans,
+    SPAN_KINDS,
+    TARGET_IDS,
+    constraint_target_spans,
+    locate_spans,
+    select_column_spans,
+    spans_to_token_mask,
+    tag_spans,
+    token_char_offsets,
+    tool_argument_spans,
 )
 from .stats import aggregate, pair_stats, span_share, summarize
 

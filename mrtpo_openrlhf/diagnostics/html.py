@@ -3,6 +3,7 @@
 Every piece of model or data text goes through ``html.escape(..., quote=True)``; tokens are escaped one
 by one, so a token like ``<script>`` or ``"&`` is shown as text, never interpreted.
 """
+
 from __future__ import annotations
 
 import html
@@ -67,8 +68,9 @@ def visible_token(token: str) -> str:
     return token.replace("\r", "␍").replace("\n", "↵\n")
 
 
-def token_heatmap(tokens: Sequence[str], q: Sequence[float],
-                  span_masks: Mapping[str, Sequence[bool]] | None = None) -> str:
+def token_heatmap(
+    tokens: Sequence[str], q: Sequence[float], span_masks: Mapping[str, Sequence[bool]] | None = None
+) -> str:
     """One reward's heatmap: a <span> per token, background opacity q[t] / max(q), q in the tooltip.
 
     tokens: T decoded token strings; q: T values; span_masks: kind -> T bools (tokens in a measured
@@ -93,7 +95,7 @@ def token_heatmap(tokens: Sequence[str], q: Sequence[float],
 def _span_cell(entry: Mapping[str, Any] | None) -> str:
     if not entry or entry.get("distance_share") is None:
         return "–"
-    return f'{pct(entry["distance_share"])} / {pct(entry["token_share"])} ({ratio(entry["ratio"])})'
+    return f"{pct(entry['distance_share'])} / {pct(entry['token_share'])} ({ratio(entry['ratio'])})"
 
 
 def summary_table(summary: Mapping[str, Any]) -> str:
@@ -107,12 +109,12 @@ def summary_table(summary: Mapping[str, Any]) -> str:
         f"<th>tokens for 80%<br>of distance</th><th>top-20%<br>share</th>{head}</tr>"
     ]
     for name, r in rows.items():
-        mean_value = "–" if r["mean_value"] is None else f'{r["mean_value"]:.2f}'
+        mean_value = "–" if r["mean_value"] is None else f"{r['mean_value']:.2f}"
         cells = "".join(f"<td>{_span_cell(r['spans'].get(k))}</td>" for k in kinds)
         label = f"<b>{esc(name)}</b>" if name == "all" else esc(name)
         out.append(
             f'<tr><td class="name">{label}</td><td>{r["pairs"]}</td><td>{r["replayed"]}</td><td>{mean_value}</td>'
-            f'<td>{pct(r["tokens_for_80pct"])}</td><td>{pct(r["top20_share"])}</td>{cells}</tr>'
+            f"<td>{pct(r['tokens_for_80pct'])}</td><td>{pct(r['top20_share'])}</td>{cells}</tr>"
         )
     out.append("</table>")
     return "\n".join(out)
@@ -121,8 +123,10 @@ def summary_table(summary: Mapping[str, Any]) -> str:
 def _pair_stats_line(stats: Mapping[str, Any]) -> str:
     if not stats or stats.get("total_distance", 0) <= 0:
         return ""
-    bits = [f'80% of the distance on {pct(stats["tokens_for_80pct"])} of the tokens',
-            f'top-20% share {pct(stats["top20_share"])}']
+    bits = [
+        f"80% of the distance on {pct(stats['tokens_for_80pct'])} of the tokens",
+        f"top-20% share {pct(stats['top20_share'])}",
+    ]
     for kind, s in stats["spans"].items():
         bits.append(f"{esc(SPAN_LABELS.get(kind, kind))}: {_span_cell(s)}")
     return f'<div class="stats">{" · ".join(bits)}</div>'
@@ -131,14 +135,18 @@ def _pair_stats_line(stats: Mapping[str, Any]) -> str:
 def reward_section(tokens: Sequence[str], reward: Mapping[str, Any]) -> str:
     """One (response, reward) pair: header, reason, block, stats and heatmap (or why there is none)."""
     value = float(reward["value"])
-    head = (f'<div class="rhead"><b>{esc(reward["name"])}</b> = '
-            f'<span class="val{1 if value > 0 else 0}">{value:g}</span>')
+    head = (
+        f'<div class="rhead"><b>{esc(reward["name"])}</b> = <span class="val{1 if value > 0 else 0}">{value:g}</span>'
+    )
     if reward.get("reason"):
         head += f' <span class="reason">— {esc(reward["reason"])}</span>'
     head += "</div>"
     block = reward.get("block") or ""
-    block_html = (f"<details><summary>verifier block ({len(block)} chars)</summary><pre>{esc(block)}</pre></details>"
-                  if block else '<div class="muted">empty verifier block: not replayed (uniform placement)</div>')
+    block_html = (
+        f"<details><summary>verifier block ({len(block)} chars)</summary><pre>{esc(block)}</pre></details>"
+        if block
+        else '<div class="muted">empty verifier block: not replayed (uniform placement)</div>'
+    )
     q = reward.get("q")
     if not block:
         heat = ""
@@ -151,13 +159,15 @@ def reward_section(tokens: Sequence[str], reward: Mapping[str, Any]) -> str:
 
 def response_card(resp: Mapping[str, Any]) -> str:
     """One sampled response with its prompt (collapsed) and one section per reward."""
-    title = f'Prompt {resp["prompt_index"]} · sample {resp["sample"]} · {len(resp["tokens"])} tokens'
-    totals = ", ".join(f'{esc(r["name"])}={float(r["value"]):g}' for r in resp["rewards"])
+    title = f"Prompt {resp['prompt_index']} · sample {resp['sample']} · {len(resp['tokens'])} tokens"
+    totals = ", ".join(f"{esc(r['name'])}={float(r['value']):g}" for r in resp["rewards"])
     body = "".join(reward_section(resp["tokens"], r) for r in resp["rewards"])
-    return (f'<div class="card"><h3>{esc(title)}</h3><div class="stats">{totals}</div>'
-            f'<details><summary>prompt</summary><pre>{esc(resp["prompt"])}</pre></details>'
-            f'<details><summary>response text</summary><pre>{esc(resp["response_text"])}</pre></details>'
-            f"{body}</div>")
+    return (
+        f'<div class="card"><h3>{esc(title)}</h3><div class="stats">{totals}</div>'
+        f"<details><summary>prompt</summary><pre>{esc(resp['prompt'])}</pre></details>"
+        f"<details><summary>response text</summary><pre>{esc(resp['response_text'])}</pre></details>"
+        f"{body}</div>"
+    )
 
 
 def render_page(summary: Mapping[str, Any], responses: Sequence[Mapping[str, Any]], run_info: Mapping[str, Any]) -> str:

@@ -6,6 +6,7 @@ It follows the training path (``adapter.experience_maker``): the prompt is the c
 ``core.request_from_text`` with the same block separator. Unlike training, every (response, reward)
 pair with a non-empty block is replayed, whatever its group advantage.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,21 +19,17 @@ from typing import Any, Sequence
 import torch
 
 from mrtpo_openrlhf.core import chat_suffix_text, replay_relevance, request_from_text
+from mrtpo_openrlhf.core.settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE, DEFAULT_REPLAY_MICRO_BATCH_SIZE
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, write_jsonl
-from mrtpo_openrlhf.rewards.contract import RewardVector, parse_extra_logs
-from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func
+from mrtpo_openrlhf.paths import display_path
+from mrtpo_openrlhf.rewards.contract import RewardVector, label_object, parse_extra_logs
+from mrtpo_openrlhf.tasks import TASKS, get_reward_func, get_task, task_of_label
 
 from .html import render_page
 from .spans import locate_spans, spans_to_token_mask, token_char_offsets
 from .stats import pair_stats, summarize
 
-BLOCK_SEPARATOR = "\n\n"  # the training default (--algo.mrtpo.block_separator)
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
-DEFAULT_DATA = {
-    "sql": DATA_DIR / "sql" / "train_mini.jsonl",
-    "instruction": DATA_DIR / "instructions" / "train_mini.jsonl",
-    "tool": DATA_DIR / "tool" / "train_mini.jsonl",
-}
+BLOCK_SEPARATOR = DEFAULT_BLOCK_SEPARATOR  # the training default (--algo.mrtpo.block_separator)
 
 
 class DiagnoseError(ValueError):
@@ -70,34 +67,29 @@ def resolve_model(model: str) -> Path:
 
 
 def infer_task(label: Any) -> str:
-    """Task of a row from its label's shape: SQL has "gold", tool calling "functions", instructions
-    "instruction_id_list"/"constraints"."""
-    if isinstance(label, str):
-        try:
-            label = json.loads(label)
-        except json.JSONDecodeError:
-            label = None
-    if isinstance(label, dict):
-        if "gold" in label:
-            return "sql"
-        if "functions" in label or "ground_truth" in label:
-            return "tool"
-        if "instruction_id_list" in label or "constraints" in label:
-            return "instruction"
-    raise DiagnoseError("cannot tell the task from the label; pass --task sql|instruction|tool")
+    """Task of a row from its label's shape: the registered task whose ``label_keys`` the label has (SQL "gold",
+    tool calling "functions", instructions "instruction_id_list"/"constraints")."""
+    try:
+        matches = task_of_label(label_object(label))
+    except ValueError:
+        matches = []
+    if len(matches) == 1:
+        return matches[0]
+    found = f"the label fits {' and '.join(matches)}" if matches else "cannot tell the task from the label"
+    raise DiagnoseError(f"{found}; pass --task {'|'.join(TASKS)}")
 
 
 def resolve_data(data: str, task: str | None) -> tuple[Path, str]:
     """--data (a task name for its bundled mini set, or a JSONL path) -> (path, task)."""
     if task is not None and task not in TASKS:
         raise DiagnoseError(f"--task {task!r}: choose from {', '.join(sorted(TASKS))}")
-    if data in DEFAULT_DATA:
+    if data in TASKS:
         if task is not None and task != data:
             raise DiagnoseError(f"--data {data} is the bundled {data} set but --task is {task}")
-        return DEFAULT_DATA[data], data
+        return get_task(data).train_data_path(), data
     path = Path(data).expanduser()
     if not path.is_file():
-        raise DiagnoseError(f"--data {data!r}: no such file and not a task name ({', '.join(sorted(DEFAULT_DATA))})")
+        raise DiagnoseError(f"--data {data!r}: no such file and not a task name ({', '.join(sorted(TASKS))})")
     if task is None:
         rows = load_rows(path, limit=1, need=("prompt", "label"))
         task = infer_task(rows[0]["label"])
@@ -131,8 +123,9 @@ def template_prompt(tokenizer: Any, prompt: str) -> str:
     suffix = chat_suffix_text(tokenizer)
     if not suffix or prompt.endswith(suffix):
         return prompt
-    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                         add_generation_prompt=True)
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+    )
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
@@ -158,8 +151,15 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
 
 
 @torch.no_grad()
-def generate_samples(model: Any, tokenizer: Any, rows: Sequence[dict], samples_per_prompt: int,
-                     max_new_tokens: int, temperature: float, seed: int = 0) -> list[Sample]:
+def generate_samples(
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[dict],
+    samples_per_prompt: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int = 0,
+) -> list[Sample]:
     """Sample ``samples_per_prompt`` responses per row with transformers' generate (one prompt per call)."""
     from tqdm.auto import tqdm
 
@@ -171,13 +171,22 @@ def generate_samples(model: Any, tokenizer: Any, rows: Sequence[dict], samples_p
     for i, row in enumerate(tqdm(rows, desc="generate", unit="prompt")):
         prompt = template_prompt(tokenizer, row["prompt"])
         ids = torch.tensor([encode(tokenizer, prompt)], dtype=torch.long)
-        sampling = dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature > 0 else \
-            dict(do_sample=False)
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                             num_return_sequences=samples_per_prompt, pad_token_id=pad, eos_token_id=eos,
-                             **sampling)
+        sampling = (
+            dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+            if temperature > 0
+            else dict(do_sample=False)
+        )
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=samples_per_prompt,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            **sampling,
+        )
         for s in range(samples_per_prompt):
-            samples.append(Sample(i, s, prompt, row["label"], cut_at_eos(out[s, ids.shape[1]:].tolist(), eos)))
+            samples.append(Sample(i, s, prompt, row["label"], cut_at_eos(out[s, ids.shape[1] :].tolist(), eos)))
     return samples
 
 
@@ -214,21 +223,23 @@ def score(task: str, prompt: str, response_text: str, label: Any) -> RewardVecto
     return vec
 
 
-def instruction_specs(label: Any, n_rewards: int) -> list[tuple[str, dict] | None]:
-    """(instruction id, kwargs) per reward index of an instruction label (None: MulDimIF or unreadable)."""
-    from mrtpo_openrlhf.rewards.instruction import parse_label
-
-    try:
-        ids, kwargs, _ = parse_label(label)
-    except ValueError:
-        return [None] * n_rewards
-    specs: list[tuple[str, dict] | None] = list(zip(ids, kwargs))
-    return (specs + [None] * n_rewards)[:n_rewards]
+def constraint_specs(task: str, label: Any, n_rewards: int) -> list[tuple[str, dict] | None]:
+    """(constraint id, kwargs) per reward index, for the ``target`` spans, from the task's ``constraint_specs``
+    (None everywhere for a task without one)."""
+    specs = get_task(task).function("constraint_specs")
+    return specs(label, n_rewards) if specs is not None else [None] * n_rewards
 
 
 # ------------------------------------------------------------------------------------------- pipeline
-def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], temperature: float = 1.0,
-             micro_batch_size: int = 4, chunk_size: int = 256) -> tuple[list[dict], list[dict], dict]:
+def diagnose(
+    model: Any,
+    tokenizer: Any,
+    task: str,
+    samples: Sequence[Sample],
+    temperature: float = 1.0,
+    micro_batch_size: int = DEFAULT_REPLAY_MICRO_BATCH_SIZE,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> tuple[list[dict], list[dict], dict]:
     """Score and replay ``samples``.
 
     Returns (records, responses, summary): one record per (response, reward) pair (the relevance.jsonl
@@ -247,15 +258,25 @@ def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], t
     for i, (s, vec) in enumerate(zip(samples, vectors)):
         ks = [k for k, item in enumerate(vec.items) if item.block]
         if ks and s.response_ids:
-            requests.append(request_from_text(tokenizer, s.prompt, [it.block for it in vec.items], s.response_ids,
-                                              ks, BLOCK_SEPARATOR))
+            requests.append(
+                request_from_text(
+                    tokenizer, s.prompt, [it.block for it in vec.items], s.response_ids, ks, BLOCK_SEPARATOR
+                )
+            )
             rows.append(i)
     q_by_row: dict[int, torch.Tensor] = {}
     if requests:
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        q, _ = replay_relevance(model, requests, num_rewards, temperature=temperature,
-                                micro_batch_size=micro_batch_size, chunk_size=chunk_size, pad_token_id=pad,
-                                progress=True)
+        q, _ = replay_relevance(
+            model,
+            requests,
+            num_rewards,
+            temperature=temperature,
+            micro_batch_size=micro_batch_size,
+            chunk_size=chunk_size,
+            pad_token_id=pad,
+            progress=True,
+        )
         q_by_row = {i: q[r, :, : len(samples[i].response_ids)] for r, i in enumerate(rows)}
     request_of = dict(zip(rows, requests))
 
@@ -263,7 +284,7 @@ def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], t
     for i, (s, vec, text) in enumerate(zip(samples, vectors, texts)):
         full_text, offsets = token_char_offsets(tokenizer, s.response_ids)
         tokens = [tokenizer.decode([t], skip_special_tokens=False) for t in s.response_ids]
-        specs = instruction_specs(s.label, len(vec.items)) if task == "instruction" else [None] * len(vec.items)
+        specs = constraint_specs(task, s.label, len(vec.items))
         replayed = set(request_of[i].rewards) if i in request_of else set()
         rewards = []
         for k, item in enumerate(vec.items):
@@ -272,37 +293,75 @@ def diagnose(model: Any, tokenizer: Any, task: str, samples: Sequence[Sample], t
             masks = {kind: spans_to_token_mask(offsets, sp) for kind, sp in spans.items()}
             stats = pair_stats(q_k if q_k is not None else [0.0] * len(tokens), masks)
             record = {
-                "response_index": i, "prompt_index": s.prompt_index, "sample": s.sample,
-                "reward": item.name, "value": float(item.value), "reason": item.reason, "block": item.block,
-                "replayed": k in replayed, "tokens": tokens, "token_ids": list(s.response_ids),
-                "q": q_k, "spans": {kind: [list(x) for x in sp] for kind, sp in spans.items()}, "stats": stats,
+                "response_index": i,
+                "prompt_index": s.prompt_index,
+                "sample": s.sample,
+                "reward": item.name,
+                "value": float(item.value),
+                "reason": item.reason,
+                "block": item.block,
+                "replayed": k in replayed,
+                "tokens": tokens,
+                "token_ids": list(s.response_ids),
+                "q": q_k,
+                "spans": {kind: [list(x) for x in sp] for kind, sp in spans.items()},
+                "stats": stats,
             }
             records.append(record)
-            rewards.append({"name": item.name, "value": item.value, "reason": item.reason, "block": item.block,
-                            "q": q_k, "stats": stats, "span_masks": masks})
-        responses.append({"prompt_index": s.prompt_index, "sample": s.sample, "prompt": s.prompt,
-                          "response_text": text, "tokens": tokens, "rewards": rewards})
+            rewards.append(
+                {
+                    "name": item.name,
+                    "value": item.value,
+                    "reason": item.reason,
+                    "block": item.block,
+                    "q": q_k,
+                    "stats": stats,
+                    "span_masks": masks,
+                }
+            )
+        responses.append(
+            {
+                "prompt_index": s.prompt_index,
+                "sample": s.sample,
+                "prompt": s.prompt,
+                "response_text": text,
+                "tokens": tokens,
+                "rewards": rewards,
+            }
+        )
     summary = summarize([r for r in records if r["replayed"]])
     summary["pairs_total"] = len(records)
     summary["pairs_replayed"] = sum(r["replayed"] for r in records)
     return records, responses, summary
 
 
-def write_outputs(out_dir: Path, records: Sequence[dict], responses: Sequence[dict], summary: dict,
-                  run_info: dict) -> dict[str, Path]:
+def write_outputs(
+    out_dir: Path, records: Sequence[dict], responses: Sequence[dict], summary: dict, run_info: dict
+) -> dict[str, Path]:
     """Write index.html, relevance.jsonl and summary.json into ``out_dir``; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"html": out_dir / "index.html", "jsonl": out_dir / "relevance.jsonl", "summary": out_dir / "summary.json"}
     write_jsonl(paths["jsonl"], records)
-    paths["summary"].write_text(json.dumps({"run": run_info, **summary}, indent=2, ensure_ascii=False) + "\n",
-                                encoding="utf-8")
+    paths["summary"].write_text(
+        json.dumps({"run": run_info, **summary}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     paths["html"].write_text(render_page(summary, responses, run_info), encoding="utf-8")
     return paths
 
 
-def run(model: str, data: str | None, out: str, responses: str | None = None, task: str | None = None,
-        limit: int | None = None, samples_per_prompt: int = 2, max_new_tokens: int = 128,
-        temperature: float = 1.0, seed: int = 0, micro_batch_size: int = 4) -> dict[str, Path]:
+def run(
+    model: str,
+    data: str | None,
+    out: str,
+    responses: str | None = None,
+    task: str | None = None,
+    limit: int | None = None,
+    samples_per_prompt: int = 2,
+    max_new_tokens: int = 128,
+    temperature: float = 1.0,
+    seed: int = 0,
+    micro_batch_size: int = 4,
+) -> dict[str, Path]:
     """Everything ``python -m mrtpo_openrlhf.diagnose`` does; returns the written paths."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -329,14 +388,20 @@ def run(model: str, data: str | None, out: str, responses: str | None = None, ta
     lm = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).eval()
     if responses is not None:
         samples = read_samples(tokenizer, Path(responses).expanduser(), limit)
-        source = str(responses)
+        source = display_path(responses)
     else:
         rows = load_rows(data_path, limit)
         samples = generate_samples(lm, tokenizer, rows, samples_per_prompt, max_new_tokens, temperature, seed)
-        source = str(data_path)
+        source = display_path(data_path)
     replay_temperature = temperature if temperature > 0 else 1.0
     records, views, summary = diagnose(lm, tokenizer, task, samples, replay_temperature, micro_batch_size)
-    run_info = {"model": model if model == "smollm2" else str(model_path), "task": task, "data": source,
-                "responses": len(samples), "pairs replayed": f'{summary["pairs_replayed"]}/{summary["pairs_total"]}',
-                "temperature": temperature, "seconds": round(time.time() - t0, 1)}
+    run_info = {
+        "model": model if model == "smollm2" else display_path(model_path),
+        "task": task,
+        "data": source,
+        "responses": len(samples),
+        "pairs replayed": f"{summary['pairs_replayed']}/{summary['pairs_total']}",
+        "temperature": temperature,
+        "seconds": round(time.time() - t0, 1),
+    }
     return write_outputs(Path(out).expanduser(), records, views, summary, run_info)

@@ -21,6 +21,7 @@ Span kinds:
   literal occurrence of a keyword; whole words only for forbidden words, as their checker matches),
   ``startend:quotation`` (the opening and closing double quotes). Other constraints have no target span.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,18 +29,14 @@ import re
 from typing import Any, Sequence
 
 from mrtpo_openrlhf.core.replay import common_prefix_length
+from mrtpo_openrlhf.tasks import TASKS, get_task
 from mrtpo_openrlhf.verifiers.sql import extract_sql
 from mrtpo_openrlhf.verifiers.sql.lexer import tokenize as sql_tokenize
 
 Span = tuple[int, int]
 
+# Which kinds a task measures, and its layout tags, are in its registry entry (``mrtpo_openrlhf.tasks``).
 SPAN_KINDS = ("tags", "select_columns", "tool_arguments", "target")
-# Which generic span kinds are measured for every reward of a task (``target`` is per constraint).
-TASK_SPAN_KINDS: dict[str, tuple[str, ...]] = {
-    "sql": ("tags", "select_columns"),
-    "tool": ("tags", "tool_arguments"),
-    "instruction": ("tags", "target"),
-}
 TARGET_IDS = (
     "startend:end_checker",
     "detectable_format:title",
@@ -50,14 +47,6 @@ TARGET_IDS = (
     "startend:quotation",
 )
 
-_THINK_TAGS, _CALL_TAGS, _FENCES = r"</?think>", r"</?tool_call>", r"```[A-Za-z0-9_+-]*"
-# The layout tags each task's format verifier checks (None: all of them).
-_TAG_RES = {
-    None: re.compile("|".join((_THINK_TAGS, _CALL_TAGS, _FENCES))),
-    "sql": re.compile("|".join((_THINK_TAGS, _FENCES))),
-    "tool": re.compile("|".join((_THINK_TAGS, _CALL_TAGS))),
-    "instruction": re.compile(_THINK_TAGS),
-}
 _END_MARKER_RE = re.compile(r"(?:\s*(?:<\|[^<>|\s]{1,40}\|>|</s>|<eos>|<end_of_turn>))+\s*\Z")
 _THINK_CLOSE = "</think>"
 
@@ -82,9 +71,11 @@ def content_end(text: str) -> int:
 
 # ---------------------------------------------------------------------------------------------- tags
 def tag_spans(text: str, task: str | None = None) -> list[Span]:
-    """Layout tags of ``task``: think tags everywhere, code fences for sql, tool_call tags for tool
-    (``task=None``: all of them)."""
-    return merge_spans([m.span() for m in _TAG_RES[task].finditer(text)])
+    """Layout tags of ``task`` (its registry ``format_tags``: think tags everywhere, code fences for sql,
+    tool_call tags for tool); ``task=None``: every registered task's tags."""
+    tasks = TASKS.values() if task is None else [get_task(task)]
+    patterns = dict.fromkeys(p for t in tasks for p in t.format_tags)
+    return merge_spans([m.span() for m in re.compile("|".join(patterns)).finditer(text)]) if patterns else []
 
 
 # ---------------------------------------------------------------------------------------------- SQL
@@ -318,10 +309,12 @@ def locate_spans(task: str, text: str, instruction: tuple[str, dict] | None = No
     ``instruction``: (instruction id, kwargs) of the reward, for instruction following's ``target``.
     Returns kind -> character spans (possibly empty).
     """
-    if task not in TASK_SPAN_KINDS:
-        raise ValueError(f"unknown task {task!r}; choose from {', '.join(sorted(TASK_SPAN_KINDS))}")
+    kinds = get_task(task).span_kinds
+    unknown = [kind for kind in kinds if kind not in SPAN_KINDS]
+    if unknown:
+        raise ValueError(f"task {task!r}: unknown span kinds {unknown}; choose from {', '.join(SPAN_KINDS)}")
     out: dict[str, list[Span]] = {}
-    for kind in TASK_SPAN_KINDS[task]:
+    for kind in kinds:
         if kind == "tags":
             out[kind] = tag_spans(text, task)
         elif kind == "select_columns":

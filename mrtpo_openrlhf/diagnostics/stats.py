@@ -11,6 +11,7 @@ Aggregates over pairs (``summarize``) report means of the shares, and the span r
 mean distance_share / mean token_share (the paper's "x% of the distance on y% of the tokens").
 Undefined values (no distance, empty span) are ``None``.
 """
+
 from __future__ import annotations
 
 import math

@@ -11,11 +11,25 @@ Public API::
 
 Command line: ``python eval/run.py --benchmark bird --predictions preds.jsonl`` (docs/eval.md).
 """
+
 from .data import BENCHMARKS, EvalDataError, EvalExample, load_benchmark
 from .generation import GenerationConfig, generate
 from .predictions import Prediction, read_predictions
 from .runner import EvalConfig, run_evaluation, score_examples
 from .scoring import score_one, summarize
 
-__all__ = ["BENCHMARKS", "EvalConfig", "EvalDataError", "EvalExample", "GenerationConfig", "Prediction", "generate",
-           "load_benchmark", "read_predictions", "run_evaluation", "score_examples", "score_one", "summarize"]
+__all__ = [
+    "BENCHMARKS",
+    "EvalConfig",
+    "EvalDataError",
+    "EvalExample",
+    "GenerationConfig",
+    "Prediction",
+    "generate",
+    "load_benchmark",
+    "read_predictions",
+    "run_evaluation",
+    "score_examples",
+    "score_one",
+    "summarize",
+]

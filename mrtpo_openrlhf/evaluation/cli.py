@@ -1,4 +1,5 @@
 """Command line of the evaluation harness (``python eval/run.py ...``); see docs/eval.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -30,16 +31,33 @@ def parse_data_dirs(specs: Sequence[str], benchmarks: Sequence[str]) -> dict[str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python eval/run.py", description="Evaluate a model or predictions on "
-                                "Spider, BIRD, IFEval, IFBench, MulDimIF and BFCL with the official scoring rules.")
-    p.add_argument("--benchmark", action="append", required=True, choices=BENCHMARKS,
-                   help="repeat for several benchmarks (one combined table)")
+    p = argparse.ArgumentParser(
+        prog="python eval/run.py",
+        description="Evaluate a model or predictions on "
+        "Spider, BIRD, IFEval, IFBench, MulDimIF and BFCL with the official scoring rules.",
+    )
+    p.add_argument(
+        "--benchmark",
+        action="append",
+        required=True,
+        choices=BENCHMARKS,
+        help="repeat for several benchmarks (one combined table)",
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="HF model folder, or the alias 'smollm2' (the embedded SmolLM2-135M-Instruct)")
-    src.add_argument("--predictions", action="append", metavar="[BENCHMARK=]FILE",
-                     help="JSONL of {id, response[, benchmark]} to score without a model (repeatable)")
-    p.add_argument("--data-dir", action="append", default=[], metavar="[BENCHMARK=]PATH",
-                   help="benchmark data folder in its official layout (default: the bundled mini fixtures)")
+    src.add_argument(
+        "--predictions",
+        action="append",
+        metavar="[BENCHMARK=]FILE",
+        help="JSONL of {id, response[, benchmark]} to score without a model (repeatable)",
+    )
+    p.add_argument(
+        "--data-dir",
+        action="append",
+        default=[],
+        metavar="[BENCHMARK=]PATH",
+        help="benchmark data folder in its official layout (default: the bundled mini fixtures)",
+    )
     p.add_argument("--out", help="output folder (default runs/eval/<timestamp>)")
     p.add_argument("--limit", type=int, help="first N examples of each benchmark (of each category for BFCL)")
     p.add_argument("--batch-size", type=int, default=8)
@@ -47,10 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "transformers"),
-                   help="auto = vLLM when installed and a GPU is available, else transformers")
-    p.add_argument("--bfcl-category", action="append", choices=AST_CATEGORIES,
-                   help="BFCL categories to run (default: all AST categories)")
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=("auto", "vllm", "transformers"),
+        help="auto = vLLM when installed and a GPU is available, else transformers",
+    )
+    p.add_argument(
+        "--bfcl-category",
+        action="append",
+        choices=AST_CATEGORIES,
+        help="BFCL categories to run (default: all AST categories)",
+    )
     p.add_argument("--spider-timeout", type=float, default=SPIDER_TIMEOUT_S)
     p.add_argument("--bird-timeout", type=float, default=BIRD_TIMEOUT_S)
     p.add_argument("--keep-distinct", action="store_true", help="Spider: do not remove DISTINCT (official flag)")
@@ -66,14 +92,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         cfg = EvalConfig(
-            benchmarks=args.benchmark, model=args.model, predictions=args.predictions or (),
-            data_dirs=parse_data_dirs(args.data_dir, list(dict.fromkeys(args.benchmark))), out=args.out,
+            benchmarks=args.benchmark,
+            model=args.model,
+            predictions=args.predictions or (),
+            data_dirs=parse_data_dirs(args.data_dir, list(dict.fromkeys(args.benchmark))),
+            out=args.out,
             limit=args.limit,
-            generation=GenerationConfig(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
-                                        temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-                                        backend=args.backend),
-            bfcl_categories=tuple(args.bfcl_category or AST_CATEGORIES), spider_timeout_s=args.spider_timeout,
-            bird_timeout_s=args.bird_timeout, keep_distinct=args.keep_distinct, workers=args.workers)
+            generation=GenerationConfig(
+                max_new_tokens=args.max_new_tokens,
+                batch_size=args.batch_size,
+                temperature=args.temperature,
+                top_p=args.top_p,
+                seed=args.seed,
+                backend=args.backend,
+            ),
+            bfcl_categories=tuple(args.bfcl_category or AST_CATEGORIES),
+            spider_timeout_s=args.spider_timeout,
+            bird_timeout_s=args.bird_timeout,
+            keep_distinct=args.keep_distinct,
+            workers=args.workers,
+        )
         result = run_evaluation(cfg)
     except (DatasetError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ muldimif   ``test.json``: a JSON list (or JSONL) of ``{"id"?, prompt under "prom
 bfcl       the installed ``bfcl_eval`` package data (``--data-dir`` may point at another BFCL v4 data folder)
 =========  ==========================================================================================
 """
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,15 @@ from typing import Any, Callable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl
 from mrtpo_openrlhf.rewards import instruction as instruction_reward
-from mrtpo_openrlhf.rewards import sql as sql_reward
-from mrtpo_openrlhf.rewards import tool as tool_reward
+from mrtpo_openrlhf.tasks import TASKS, get_task
 from mrtpo_openrlhf.verifiers.instructions import build_checker
 from mrtpo_openrlhf.verifiers.sql import read_schema_ddl
 from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES, load_bfcl
 
 PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"
-BENCHMARKS = ("spider", "bird", "ifeval", "ifbench", "muldimif", "bfcl")
-SQL_BENCHMARKS = ("spider", "bird")
+# Each task's registry entry names its benchmarks (``mrtpo_openrlhf.tasks``); their loaders are below.
+BENCHMARKS = tuple(name for task in TASKS.values() for name in task.benchmarks)
+SQL_BENCHMARKS = get_task("sql").benchmarks
 IF_BENCHMARKS = ("ifeval", "ifbench")
 
 
@@ -92,8 +93,10 @@ def _require(row: dict, where: str, fields: dict[str, type], layout: str) -> Non
 
 # ----------------------------------------------------------------------------------------------- SQL
 SPIDER_LAYOUT = "DIR/dev.json (list of {db_id, question, query}) and DIR/database/<db_id>/<db_id>.sqlite"
-BIRD_LAYOUT = ("DIR/dev.json (list of {question_id, db_id, question, evidence, SQL, difficulty}) and "
-               "DIR/dev_databases/<db_id>/<db_id>.sqlite")
+BIRD_LAYOUT = (
+    "DIR/dev.json (list of {question_id, db_id, question, evidence, SQL, difficulty}) and "
+    "DIR/dev_databases/<db_id>/<db_id>.sqlite"
+)
 
 
 def _sql_examples(benchmark: str, data_dir: Path) -> list[EvalExample]:
@@ -103,6 +106,7 @@ def _sql_examples(benchmark: str, data_dir: Path) -> list[EvalExample]:
     items = _load_json_list(data_dir / "dev.json", layout)
     db_root = _expect(data_dir / ("database" if spider else "dev_databases"), layout)
     gold_key = "query" if spider else "SQL"
+    build_prompt = get_task("sql").function("prompt_builder")  # the training prompt
     schemas: dict[str, str] = {}
     out = []
     for index, item in enumerate(items):
@@ -122,8 +126,9 @@ def _sql_examples(benchmark: str, data_dir: Path) -> list[EvalExample]:
         meta = {"db_id": db_id, "question": item["question"]}
         if difficulty is not None:
             meta["difficulty"] = str(difficulty)
-        out.append(EvalExample(ex_id, benchmark, sql_reward.build_prompt(schemas[db_id], item["question"], evidence),
-                               target, meta))
+        out.append(
+            EvalExample(ex_id, benchmark, build_prompt(schemas[db_id], item["question"], evidence), target, meta)
+        )
     return out
 
 
@@ -162,8 +167,10 @@ def _if_examples(benchmark: str, path: Path) -> list[EvalExample]:
 
 
 # ----------------------------------------------------------------------------------------------- MulDimIF
-MULDIMIF_LAYOUT = ("DIR/test.json: list of {id?, prompt | instruction | messages | conversations, "
-                   "constraints: [[category, subcategory, rule], ...]}")
+MULDIMIF_LAYOUT = (
+    "DIR/test.json: list of {id?, prompt | instruction | messages | conversations, "
+    "constraints: [[category, subcategory, rule], ...]}"
+)
 
 
 def _muldimif_rows(path: Path) -> list[dict]:
@@ -193,29 +200,37 @@ def _muldimif_examples(data_dir: Path) -> list[EvalExample]:
 
 # ----------------------------------------------------------------------------------------------- BFCL
 def _bfcl_examples(data_dir: Path | None, categories: tuple[str, ...]) -> list[EvalExample]:
+    build_prompt = get_task("tool").function("prompt_builder")  # the training prompt
     out = []
     for category in categories:
         try:
             items = load_bfcl(category, data_dir)
         except FileNotFoundError as exc:
-            raise EvalDataError(f"{exc}. Expected layout: BFCL v4 data folder with BFCL_v4_<category>.json and "
-                                "possible_answer/BFCL_v4_<category>.json (the bfcl-eval package data)") from None
+            raise EvalDataError(
+                f"{exc}. Expected layout: BFCL v4 data folder with BFCL_v4_<category>.json and "
+                "possible_answer/BFCL_v4_<category>.json (the bfcl-eval package data)"
+            ) from None
         for item in items:
             target = {"category": category, "functions": item.functions, "ground_truth": item.ground_truth}
-            out.append(EvalExample(item.id, "bfcl", tool_reward.build_prompt(item.messages, item.functions), target,
-                                   {"category": category}))
+            out.append(
+                EvalExample(
+                    item.id, "bfcl", build_prompt(item.messages, item.functions), target, {"category": category}
+                )
+            )
     return out
 
 
-def load_benchmark(benchmark: str, data_dir: str | Path | None = None,
-                   bfcl_categories: tuple[str, ...] = AST_CATEGORIES) -> list[EvalExample]:
+def load_benchmark(
+    benchmark: str, data_dir: str | Path | None = None, bfcl_categories: tuple[str, ...] = AST_CATEGORIES
+) -> list[EvalExample]:
     """All examples of one benchmark, in file order; raises EvalDataError naming the expected layout."""
     loaders: dict[str, Callable[[], list[EvalExample]]] = {
         "spider": lambda: _sql_examples("spider", Path(data_dir or default_data_dir("spider"))),
         "bird": lambda: _sql_examples("bird", Path(data_dir or default_data_dir("bird"))),
         "ifeval": lambda: _if_examples("ifeval", Path(data_dir or default_data_dir("ifeval")) / "input_data.jsonl"),
         "ifbench": lambda: _if_examples(
-            "ifbench", Path(data_dir) / "IFBench_test.jsonl" if data_dir else ifbench_data_file()),
+            "ifbench", Path(data_dir) / "IFBench_test.jsonl" if data_dir else ifbench_data_file()
+        ),
         "muldimif": lambda: _muldimif_examples(Path(data_dir or default_data_dir("muldimif"))),
         "bfcl": lambda: _bfcl_examples(Path(data_dir) if data_dir else None, tuple(bfcl_categories)),
     }
@@ -233,5 +248,13 @@ def load_benchmark(benchmark: str, data_dir: str | Path | None = None,
     return examples
 
 
-__all__ = ["BENCHMARKS", "EvalDataError", "EvalExample", "IF_BENCHMARKS", "SQL_BENCHMARKS", "default_data_dir",
-           "ifbench_data_file", "load_benchmark"]
+__all__ = [
+    "BENCHMARKS",
+    "EvalDataError",
+    "EvalExample",
+    "IF_BENCHMARKS",
+    "SQL_BENCHMARKS",
+    "default_data_dir",
+    "ifbench_data_file",
+    "load_benchmark",
+]

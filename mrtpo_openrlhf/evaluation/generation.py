@@ -3,6 +3,7 @@
 Both backends apply the model's chat template to a single user turn (the training prompt format), decode greedily
 by default, and return plain response text (special tokens skipped).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -54,8 +55,10 @@ def chat_prompts(tokenizer, prompts: Sequence[str]) -> list[str]:
     """Each prompt as one user turn through the tokenizer's chat template, ready for the assistant's answer."""
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("the tokenizer has no chat template; evaluation uses the training chat format")
-    return [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
-            for p in prompts]
+    return [
+        tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+        for p in prompts
+    ]
 
 
 def _generate_transformers(model_dir: str, prompts: Sequence[str], cfg: GenerationConfig) -> list[str]:
@@ -70,18 +73,22 @@ def _generate_transformers(model_dir: str, prompts: Sequence[str], cfg: Generati
     model.eval()
     texts = chat_prompts(tokenizer, prompts)
     torch.manual_seed(cfg.seed)
-    sampling = {"do_sample": False} if cfg.temperature <= 0 else {
-        "do_sample": True, "temperature": cfg.temperature, "top_p": cfg.top_p}
+    sampling = (
+        {"do_sample": False}
+        if cfg.temperature <= 0
+        else {"do_sample": True, "temperature": cfg.temperature, "top_p": cfg.top_p}
+    )
     # Longest prompts first: batches of similar length waste less padding; results are put back in order.
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     outputs: list[str] = [""] * len(texts)
     with torch.inference_mode(), tqdm(total=len(texts), desc="generating (transformers)", unit="prompt") as bar:
         for start in range(0, len(order), cfg.batch_size):
-            idx = order[start:start + cfg.batch_size]
+            idx = order[start : start + cfg.batch_size]
             enc = tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
-            gen = model.generate(**enc, max_new_tokens=cfg.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                 **sampling)
-            new_tokens = gen[:, enc["input_ids"].shape[1]:]
+            gen = model.generate(
+                **enc, max_new_tokens=cfg.max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
+            )
+            new_tokens = gen[:, enc["input_ids"].shape[1] :]
             for i, text in zip(idx, tokenizer.batch_decode(new_tokens, skip_special_tokens=True)):
                 outputs[i] = text
             bar.update(len(idx))
@@ -94,8 +101,12 @@ def _generate_vllm(model_dir: str, prompts: Sequence[str], cfg: GenerationConfig
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     llm = LLM(model=model_dir, seed=cfg.seed)
-    params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p if cfg.temperature > 0 else 1.0,
-                            max_tokens=cfg.max_new_tokens, seed=cfg.seed)
+    params = SamplingParams(
+        temperature=cfg.temperature,
+        top_p=cfg.top_p if cfg.temperature > 0 else 1.0,
+        max_tokens=cfg.max_new_tokens,
+        seed=cfg.seed,
+    )
     results = llm.generate(chat_prompts(tokenizer, prompts), params, use_tqdm=True)
     return [r.outputs[0].text for r in results]
 

@@ -18,6 +18,7 @@ Accepted, per file (the format is recognised from the content):
 Several predictions of one id are samples: give them as ``"responses": [...]`` in one row, or as rows with
 distinct ``"sample"`` indices; a repeated id without ``sample`` is an error (an accidental duplicate).
 """
+
 from __future__ import annotations
 
 import ast
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from mrtpo_openrlhf.data.jsonl import DatasetError
+from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl_numbered
 from mrtpo_openrlhf.verifiers.tool import ParsedCalls, ToolCall
 
 from .data import BENCHMARKS, IF_BENCHMARKS, SQL_BENCHMARKS, EvalExample
@@ -45,8 +46,14 @@ class Prediction:
 
 
 # ----------------------------------------------------------------------------------------------- BFCL calls
-_BIN_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_BIN_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
 
 
 def _number(value: Any) -> bool:
@@ -136,8 +143,9 @@ def parse_openai_tool_calls(tool_calls: Any) -> ParsedCalls:
         for i, item in enumerate(tool_calls):
             fn = item.get("function") if isinstance(item, dict) else None
             if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                raise ValueError(f"tool_calls[{i}]: expected {{'type': 'function', "
-                                 "'function': {'name', 'arguments'}}")
+                raise ValueError(
+                    f"tool_calls[{i}]: expected {{'type': 'function', 'function': {{'name', 'arguments'}}}}"
+                )
             calls.append(ToolCall(fn["name"], _json_arguments(fn.get("arguments"), f"tool_calls[{i}]")))
     except (ValueError, json.JSONDecodeError) as exc:
         return ParsedCalls(None, str(exc))
@@ -151,7 +159,7 @@ def parse_fc_result(result: list) -> ParsedCalls:
         for i, item in enumerate(result):
             if not isinstance(item, dict) or len(item) != 1:
                 raise ValueError(f"result[{i}]: expected one {{name: arguments}} object")
-            (name, raw), = item.items()
+            ((name, raw),) = item.items()
             calls.append(ToolCall(name, _json_arguments(raw, f"result[{i}]")))
     except (ValueError, json.JSONDecodeError) as exc:
         return ParsedCalls(None, str(exc))
@@ -170,8 +178,10 @@ def _bfcl_prediction(row: dict, where: str) -> list[Prediction]:
         if isinstance(result, str):
             return [Prediction(result, parse_python_calls(result))]
         raise DatasetError(f"{where}: 'result' must be BFCL's prompt-mode string or FC-mode list")
-    return [Prediction(text, None if "<tool_call>" in text else parse_python_calls(text))
-            for text in _texts(row, where, "bfcl")]
+    return [
+        Prediction(text, None if "<tool_call>" in text else parse_python_calls(text))
+        for text in _texts(row, where, "bfcl")
+    ]
 
 
 def _texts(row: dict, where: str, bench: str) -> list[str]:
@@ -181,8 +191,11 @@ def _texts(row: dict, where: str, bench: str) -> list[str]:
             raise DatasetError(f"{where}: 'responses' must be a non-empty list of strings")
         return texts
     if not isinstance(row.get("response"), str):
-        alt = {"spider": " (or give 'sql')", "bird": " (or give 'sql')",
-               "bfcl": " (or give 'result' or 'tool_calls')"}.get(bench, "")
+        alt = {
+            "spider": " (or give 'sql')",
+            "bird": " (or give 'sql')",
+            "bfcl": " (or give 'result' or 'tool_calls')",
+        }.get(bench, "")
         raise DatasetError(f"{where}: 'response' must be a string{alt}")
     return [row["response"]]
 
@@ -225,8 +238,10 @@ class _Collector:
             return
         seen = self.samples.setdefault((bench, key), set())
         if key in self.out[bench] and (sample is None or None in seen):
-            raise DatasetError(f"{where}: duplicate prediction for {bench} id {key!r} (several samples of one id "
-                               "need distinct 'sample' indices, or one row with 'responses': [...])")
+            raise DatasetError(
+                f"{where}: duplicate prediction for {bench} id {key!r} (several samples of one id "
+                "need distinct 'sample' indices, or one row with 'responses': [...])"
+            )
         if sample is not None and sample in seen:
             raise DatasetError(f"{where}: duplicate sample {sample!r} for {bench} id {key!r}")
         seen.add(sample)
@@ -237,8 +252,10 @@ class _Collector:
             if unknown:
                 shown = ", ".join(repr(u) for u in unknown[:5])
                 example_ids = ", ".join(repr(ex.id) for ex in self.examples[bench][:3]) or "none"
-                raise DatasetError(f"{bench}: {len(unknown)} prediction id(s) are not in the benchmark data; the "
-                                   f"first: {shown}{' ...' if len(unknown) > 5 else ''} (ids look like {example_ids})")
+                raise DatasetError(
+                    f"{bench}: {len(unknown)} prediction id(s) are not in the benchmark data; the "
+                    f"first: {shown}{' ...' if len(unknown) > 5 else ''} (ids look like {example_ids})"
+                )
 
 
 def _bench_of_file(spec: str) -> tuple[str | None, str]:
@@ -265,26 +282,22 @@ def _read_bird_json(path: str, data: dict, col: _Collector) -> None:
     for key, value in data.items():
         sql, sep, db_id = value.partition(BIRD_SEPARATOR)
         if sep and key in db_of and db_id.strip() != db_of[key]:
-            raise DatasetError(f"{path}: question {key}: prediction is for database {db_id.strip()!r}, "
-                               f"the benchmark item is on {db_of[key]!r}")
+            raise DatasetError(
+                f"{path}: question {key}: prediction is for database {db_id.strip()!r}, "
+                f"the benchmark item is on {db_of[key]!r}"
+            )
         col.add("bird", key, [Prediction("", sql)], None, f"{path}: question {key}")
 
 
-def _read_jsonl(path: str, text: str, bench_of_file: str | None, requested: Sequence[str], col: _Collector) -> None:
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}: row {lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: invalid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected a JSON object")
+def _read_jsonl(path: str, bench_of_file: str | None, requested: Sequence[str], col: _Collector) -> None:
+    for lineno, row in iter_jsonl_numbered(path):  # bad JSON / non-object rows: DatasetError naming path:line
+        where = f"{path}:{lineno}"
         bench = row.get("benchmark") or bench_of_file or (requested[0] if len(requested) == 1 else None)
         if bench is None:
-            raise DatasetError(f"{where}: no 'benchmark' field, and several benchmarks were requested "
-                               "(add the field or pass BENCHMARK=FILE)")
+            raise DatasetError(
+                f"{where}: no 'benchmark' field, and several benchmarks were requested "
+                "(add the field or pass BENCHMARK=FILE)"
+            )
         if bench not in col.out:
             raise DatasetError(f"{where}: benchmark {bench!r} was not requested ({', '.join(requested)})")
         if isinstance(row.get("id"), (str, int)) and not isinstance(row.get("id"), bool):
@@ -292,16 +305,18 @@ def _read_jsonl(path: str, text: str, bench_of_file: str | None, requested: Sequ
         elif bench in IF_BENCHMARKS and isinstance(row.get("prompt"), str):
             key = col.id_for_prompt(bench, row["prompt"])
         else:
-            raise DatasetError(f"{where}: missing 'id' (string or integer)"
-                               + (" or 'prompt'" if bench in IF_BENCHMARKS else ""))
+            raise DatasetError(
+                f"{where}: missing 'id' (string or integer)" + (" or 'prompt'" if bench in IF_BENCHMARKS else "")
+            )
         sample = row.get("sample")
         if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool)):
             raise DatasetError(f"{where}: 'sample' must be an integer")
         col.add(bench, key, _row_predictions(row, bench, where), sample, where)
 
 
-def read_predictions(specs: Sequence[str], examples: Mapping[str, Sequence[EvalExample]]
-                     ) -> dict[str, dict[str, list[Prediction]]]:
+def read_predictions(
+    specs: Sequence[str], examples: Mapping[str, Sequence[EvalExample]]
+) -> dict[str, dict[str, list[Prediction]]]:
     """``[BENCHMARK=]FILE`` specs -> {benchmark: {id: [Prediction, one per sample]}}.
 
     ``examples``: the loaded examples of every requested benchmark (for the id check and prompt keys). Raises
@@ -325,14 +340,25 @@ def read_predictions(specs: Sequence[str], examples: Mapping[str, Sequence[EvalE
             _single(bench_of_file, requested, ("bird",), "BIRD's JSON prediction file", path)
             _read_bird_json(path, whole, col)
         elif head and head not in "{[":
-            _single(bench_of_file, requested, ("spider",), "a plain-text prediction file (one SQL per line) is "
-                    "Spider's official format", path)
+            _single(
+                bench_of_file,
+                requested,
+                ("spider",),
+                "a plain-text prediction file (one SQL per line) is Spider's official format",
+                path,
+            )
             _read_spider_lines(path, text, col)
         else:
-            _read_jsonl(path, text, bench_of_file, requested, col)
+            _read_jsonl(path, bench_of_file, requested, col)
     col.check_unknown()
     return col.out
 
 
-__all__ = ["BIRD_SEPARATOR", "Prediction", "parse_fc_result", "parse_openai_tool_calls", "parse_python_calls",
-           "read_predictions"]
+__all__ = [
+    "BIRD_SEPARATOR",
+    "Prediction",
+    "parse_fc_result",
+    "parse_openai_tool_calls",
+    "parse_python_calls",
+    "read_predictions",
+]

@@ -6,6 +6,7 @@ Ids that the benchmark does not have are an error naming the first of them; exam
 wrong (``reason = "no prediction"``, ``n_missing``), and the headline states the coverage of a partial run. BFCL
 categories with no prediction at all are left out (not run), as with ``--bfcl-category``.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,13 +58,18 @@ def limit_examples(examples: Sequence[EvalExample], limit: int) -> list[EvalExam
     return out
 
 
-def score_examples(examples: Sequence[EvalExample], responses: Sequence[Prediction | Sequence[Prediction] | None],
-                   cfg: EvalConfig, desc: str = "scoring") -> list[dict[str, Any]]:
+def score_examples(
+    examples: Sequence[EvalExample],
+    responses: Sequence[Prediction | Sequence[Prediction] | None],
+    cfg: EvalConfig,
+    desc: str = "scoring",
+) -> list[dict[str, Any]]:
     """Records in example order: one per sample (a Prediction, a list of samples, or None = no prediction).
 
     With several samples each record carries ``sample`` (its index) and ``weight`` = 1/n_samples, so every example
     weighs 1 in the aggregates. SQL benchmarks are scored on ``cfg.workers`` threads.
     """
+
     def one(job: tuple[EvalExample, Prediction | None, int, int]) -> dict[str, Any]:
         ex, pred, index, n = job
         options: dict[str, Any] = {}
@@ -124,8 +130,7 @@ def combined_table(summaries: dict[str, dict[str, Any]], label: str) -> tuple[st
     header = "| Model | " + " | ".join(name for name, _ in columns) + " | Avg |"
     rule = "|---|" + "---:|" * (len(columns) + 1)
     notes = [headline_note(summaries[bench], name) for bench in summaries for name in summaries[bench]["headline"]]
-    row = (f"| {label} | " + " | ".join(_fmt(v) + note for (_, v), note in zip(columns, notes))
-           + f" | {_fmt(average)} |")
+    row = f"| {label} | " + " | ".join(_fmt(v) + note for (_, v), note in zip(columns, notes)) + f" | {_fmt(average)} |"
     return "\n".join([header, rule, row]), average
 
 
@@ -134,23 +139,25 @@ def _details(bench: str, summary: dict[str, Any]) -> list[str]:
     scalars = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     scalars.update({k: v for k, v in summary.items() if v is None})
     lines.append(", ".join(f"{k} = {_fmt(v) if isinstance(v, float) or v is None else v}" for k, v in scalars.items()))
-    for key in ("by_difficulty", "by_category"):
+    for key in ("by_difficulty", "by_category", "by_subcategory"):
         groups = summary.get(key) or {}
         if groups:
             lines += [f"\n| {key[3:]} | accuracy | count |", "|---|---:|---:|"]
             lines += [f"| {name} | {_fmt(g['accuracy'])} | {g['count']} |" for name, g in groups.items()]
-    for key, title in (("without_unsupported", "without the unsupported-offline decisions"),
-                       ("samples", "samples")):
+    for key, title in (("without_unsupported", "without the unsupported-offline decisions"), ("samples", "samples")):
         part = summary.get(key)
         if part:
             flat = {**{k: v for k, v in part.items() if k != "pass_at_k"}, **part.get("pass_at_k", {})}
-            lines.append(f"\n{title}: " + ", ".join(f"{k} = {_fmt(v) if isinstance(v, float) or v is None else v}"
-                                                   for k, v in flat.items()))
+            lines.append(
+                f"\n{title}: "
+                + ", ".join(f"{k} = {_fmt(v) if isinstance(v, float) or v is None else v}" for k, v in flat.items())
+            )
     return lines
 
 
-def write_outputs(out_dir: Path, records: dict[str, list[dict]], summaries: dict[str, dict], label: str,
-                  meta: dict[str, Any]) -> dict[str, Path]:
+def write_outputs(
+    out_dir: Path, records: dict[str, list[dict]], summaries: dict[str, dict], label: str, meta: dict[str, Any]
+) -> dict[str, Path]:
     """``<bench>.records.jsonl`` per benchmark, ``summary.json`` and ``results.md`` in ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
@@ -159,8 +166,10 @@ def write_outputs(out_dir: Path, records: dict[str, list[dict]], summaries: dict
         write_jsonl(paths[bench], recs)
     table, average = combined_table(summaries, label)
     paths["summary"] = out_dir / "summary.json"
-    paths["summary"].write_text(json.dumps({"meta": meta, "average": average, "benchmarks": summaries},
-                                           indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    paths["summary"].write_text(
+        json.dumps({"meta": meta, "average": average, "benchmarks": summaries}, indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
     lines = ["# Evaluation results", "", table, "", "Average = unweighted mean of the columns shown."]
     for bench, summary in summaries.items():
         lines += _details(bench, summary)
@@ -194,23 +203,38 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
             n_total = len(examples[bench])
             predicted = sum(r is not None for r in responses)
             if predicted < n_total:
-                logger.warning("%s: %d of %d examples have a prediction (the others count as wrong; BFCL categories "
-                               "without any are left out)", bench, predicted, n_total)
+                logger.warning(
+                    "%s: %d of %d examples have a prediction (the others count as wrong; BFCL categories "
+                    "without any are left out)",
+                    bench,
+                    predicted,
+                    n_total,
+                )
         else:
             texts = generate(cfg.model, [ex.prompt for ex in exs], cfg.generation)
             responses = [Prediction(t) for t in texts]
             n_total = predicted = len(exs)
         records[bench] = score_examples(exs, responses, cfg, desc=f"scoring {bench}")
         summary = summarize(bench, records[bench])
-        summaries[bench] = {**summary, "n": n_total, "n_scored": summary["n"], "n_predicted": predicted,
-                            "n_missing": len(exs) - predicted,
-                            **pass_at_k(records[bench])}
+        summaries[bench] = {
+            **summary,
+            "n": n_total,
+            "n_scored": summary["n"],
+            "n_predicted": predicted,
+            "n_missing": len(exs) - predicted,
+            **pass_at_k(records[bench]),
+        }
 
     label = Path(cfg.model).name if cfg.model else "predictions"
     out_dir = Path(cfg.out) if cfg.out else Path("runs/eval") / time.strftime("%Y%m%d-%H%M%S")
-    meta = {"model": cfg.model, "predictions": list(cfg.predictions), "limit": cfg.limit,
-            "data_dirs": cfg.data_dirs, "generation": vars(cfg.generation) if cfg.model else None,
-            "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    meta = {
+        "model": cfg.model,
+        "predictions": list(cfg.predictions),
+        "limit": cfg.limit,
+        "data_dirs": cfg.data_dirs,
+        "generation": vars(cfg.generation) if cfg.model else None,
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     paths = write_outputs(out_dir, records, summaries, label, meta)
     table, average = combined_table(summaries, label)
     return {"summaries": summaries, "records": records, "paths": paths, "average": average, "table": table}

@@ -15,9 +15,11 @@ Official rules reproduced here (the comparisons themselves live in ``mrtpo_openr
   (30 s by default), past it the example is wrong.
 - IFEval / IFBench (``evaluation_lib``): strict = ``response.strip() and check_following(response)``; loose tries the
   8 variants; prompt-level = all instructions followed, instruction-level = mean over instructions.
-- MulDimIF: a prompt passes iff all its constraints pass (strict rule of the shared checker).
+- MulDimIF: a prompt passes iff all its constraints pass; each constraint is decided as MulDimIF's own scripts decide
+  it (``verifiers/instructions/muldimif_rules``), except that a blank response fails (strict rule of the checkers).
 - BFCL: AST checker per category; aggregates as BFCL's leaderboard (see ``summarize_bfcl``).
 """
+
 from __future__ import annotations
 
 import re
@@ -34,6 +36,7 @@ from mrtpo_openrlhf.verifiers.instructions import (
     build_checker,
     check_loose,
     check_strict,
+    muldimif_rules,
 )
 from mrtpo_openrlhf.verifiers.response import END_OF_TURN_MARKERS as _END_MARKERS
 from mrtpo_openrlhf.verifiers.sql import (
@@ -96,9 +99,15 @@ def _sql_answer(response: str, answer: str | None) -> str | None:
     return answer if answer is not None else extract_sql(response or "")
 
 
-def score_spider(example: EvalExample, response: str, answer: str | None = None, *,
-                 timeout_s: float = SPIDER_TIMEOUT_S, max_rows: int = EVAL_MAX_ROWS,
-                 keep_distinct: bool = False) -> dict[str, Any]:
+def score_spider(
+    example: EvalExample,
+    response: str,
+    answer: str | None = None,
+    *,
+    timeout_s: float = SPIDER_TIMEOUT_S,
+    max_rows: int = EVAL_MAX_ROWS,
+    keep_distinct: bool = False,
+) -> dict[str, Any]:
     """Spider test-suite execution match for one example (see the module docstring)."""
     sql = _sql_answer(response, answer)
     record: dict[str, Any] = {"answer": sql, "gold": example.target["gold"], "gold_error": ""}
@@ -115,8 +124,12 @@ def score_spider(example: EvalExample, response: str, answer: str | None = None,
     for db in databases:
         gold, _ = GOLD_CACHE.execute(db, gold_sql, timeout_s=timeout_s, max_rows=max_rows)
         if not gold.ok:
-            return {**record, "verdict": False, "gold_error": gold.error,
-                    "reason": f"gold query failed on {db.name}: {gold.error}"}
+            return {
+                **record,
+                "verdict": False,
+                "gold_error": gold.error,
+                "reason": f"gold query failed on {db.name}: {gold.error}",
+            }
         pred = execute_sql(db, pred_sql, timeout_s=timeout_s, max_rows=max_rows)
         if not pred.ok:
             return {**record, "verdict": False, "reason": f"query failed on {db.name}: {pred.error}"}
@@ -128,8 +141,14 @@ def score_spider(example: EvalExample, response: str, answer: str | None = None,
     return {**record, "verdict": True, "reason": ""}
 
 
-def score_bird(example: EvalExample, response: str, answer: str | None = None, *,
-               timeout_s: float = BIRD_TIMEOUT_S, max_rows: int = EVAL_MAX_ROWS) -> dict[str, Any]:
+def score_bird(
+    example: EvalExample,
+    response: str,
+    answer: str | None = None,
+    *,
+    timeout_s: float = BIRD_TIMEOUT_S,
+    max_rows: int = EVAL_MAX_ROWS,
+) -> dict[str, Any]:
     """BIRD EX for one example: set equality, pred + gold within one time budget."""
     sql = _sql_answer(response, answer)
     record: dict[str, Any] = {"answer": sql, "gold": example.target["gold"], "gold_error": ""}
@@ -179,12 +198,18 @@ def score_instructions(example: EvalExample, response: str, answer: str | None =
         loose.append(lo)
         reasons.append(why or ("" if s else "not followed (strict)"))
     failed = [f"{iid}: {why}" for iid, why in zip(example.target["instruction_id_list"], reasons) if why]
-    return {"answer": text, "instruction_id_list": example.target["instruction_id_list"],
-            "follow_instruction_list_strict": strict, "follow_instruction_list_loose": loose,
-            "follow_all_strict": all(strict), "follow_all_loose": all(loose),
-            "unsupported": [why for why in reasons if why.startswith("unsupported")],
-            "supported": [not why.startswith("unsupported") for why in reasons],
-            "verdict": all(strict), "reason": "; ".join(failed)}
+    return {
+        "answer": text,
+        "instruction_id_list": example.target["instruction_id_list"],
+        "follow_instruction_list_strict": strict,
+        "follow_instruction_list_loose": loose,
+        "follow_all_strict": all(strict),
+        "follow_all_loose": all(loose),
+        "unsupported": [why for why in reasons if why.startswith("unsupported")],
+        "supported": [not why.startswith("unsupported") for why in reasons],
+        "verdict": all(strict),
+        "reason": "; ".join(failed),
+    }
 
 
 def score_muldimif(example: EvalExample, response: str, answer: str | None = None) -> dict[str, Any]:
@@ -195,10 +220,15 @@ def score_muldimif(example: EvalExample, response: str, answer: str | None = Non
         ok, _, why = _judge(MulDimIFConstraint(*triple), text)
         results.append(ok)
         reasons.append(why or ("" if ok else f"not satisfied: {triple[2]}"))
-    return {"answer": text, "constraints": example.target["constraints"], "constraint_results": results,
-            "unsupported": [why for why in reasons if why.startswith("unsupported")],
-            "supported": [not why.startswith("unsupported") for why in reasons],
-            "verdict": all(results), "reason": "; ".join(r for r in reasons if r)}
+    return {
+        "answer": text,
+        "constraints": example.target["constraints"],
+        "constraint_results": results,
+        "unsupported": [why for why in reasons if why.startswith("unsupported")],
+        "supported": [not why.startswith("unsupported") for why in reasons],
+        "verdict": all(results),
+        "reason": "; ".join(r for r in reasons if r),
+    }
 
 
 # ----------------------------------------------------------------------------------------------- BFCL
@@ -214,8 +244,14 @@ def score_bfcl(example: EvalExample, response: str, answer: ParsedCalls | None =
     return {"answer": calls, "category": target["category"], "verdict": ok, "reason": why}
 
 
-SCORERS = {"spider": score_spider, "bird": score_bird, "ifeval": score_instructions, "ifbench": score_instructions,
-           "muldimif": score_muldimif, "bfcl": score_bfcl}
+SCORERS = {
+    "spider": score_spider,
+    "bird": score_bird,
+    "ifeval": score_instructions,
+    "ifbench": score_instructions,
+    "muldimif": score_muldimif,
+    "bfcl": score_bfcl,
+}
 
 
 # ----------------------------------------------------------------------------------------------- summaries
@@ -256,7 +292,7 @@ def pass_at_k(records: list[dict]) -> dict[str, Any]:
             predicted.add(r["id"])
     counts = [len(per_example[k]) for k in predicted]
     n_min = min(counts)
-    ks = sorted({k for k in (2 ** i for i in range(n_min.bit_length())) if k <= n_min} | {n_min})
+    ks = sorted({k for k in (2**i for i in range(n_min.bit_length())) if k <= n_min} | {n_min})
 
     def one(verdicts: list[bool], k: int) -> float:
         n, c = len(verdicts), sum(verdicts)
@@ -265,16 +301,24 @@ def pass_at_k(records: list[dict]) -> dict[str, Any]:
         return 1.0 if n - c < k else 1.0 - comb(n - c, k) / comb(n, k)
 
     values = list(per_example.values())
-    return {"samples": {"n_min": n_min, "n_max": max(counts),
-                        "mean_accuracy": _pct(sum(sum(v) / len(v) for v in values), len(values)),
-                        "pass_at_k": {f"pass@{k}": _pct(sum(one(v, k) for v in values), len(values)) for k in ks}}}
+    return {
+        "samples": {
+            "n_min": n_min,
+            "n_max": max(counts),
+            "mean_accuracy": _pct(sum(sum(v) / len(v) for v in values), len(values)),
+            "pass_at_k": {f"pass@{k}": _pct(sum(one(v, k) for v in values), len(values)) for k in ks},
+        }
+    }
 
 
 def summarize_sql(records: list[dict]) -> dict[str, Any]:
     """EX overall and by ``difficulty`` when the data has it (BIRD: simple/moderate/challenging)."""
-    return {"n": _n_examples(records), "ex": _wpct((_w(r), r["verdict"]) for r in records),
-            "by_difficulty": _accuracy_by(records, "difficulty"),
-            "gold_errors": sum(1 for r in records if r.get("gold_error"))}  # per sample
+    return {
+        "n": _n_examples(records),
+        "ex": _wpct((_w(r), r["verdict"]) for r in records),
+        "by_difficulty": _accuracy_by(records, "difficulty"),
+        "gold_errors": sum(1 for r in records if r.get("gold_error")),
+    }  # per sample
 
 
 def _supported(record: dict) -> list[bool]:
@@ -301,8 +345,13 @@ def _if_numbers(records: list[dict], keep) -> dict[str, Any]:
         prompt_loose.append((_w(r), all(loose)))
         inst_strict += [(_w(r), x) for x in strict]
         inst_loose += [(_w(r), x) for x in loose]
-    return {"n": round(sum(w for w, _ in prompt_strict)), "prompt_strict": _wpct(prompt_strict),
-            "inst_strict": _wpct(inst_strict), "prompt_loose": _wpct(prompt_loose), "inst_loose": _wpct(inst_loose)}
+    return {
+        "n": round(sum(w for w, _ in prompt_strict)),
+        "prompt_strict": _wpct(prompt_strict),
+        "inst_strict": _wpct(inst_strict),
+        "prompt_loose": _wpct(prompt_loose),
+        "inst_loose": _wpct(inst_loose),
+    }
 
 
 def summarize_instructions(records: list[dict]) -> dict[str, Any]:
@@ -319,31 +368,61 @@ def summarize_instructions(records: list[dict]) -> dict[str, Any]:
         for iid, ok in zip(r["instruction_id_list"], r["follow_instruction_list_strict"]):
             per_id[iid].append((_w(r), ok))
             per_group[iid.split(":")[0]].append((_w(r), ok))
-    return {"n": _n_examples(records), "n_instructions": round(sum(w for w, _ in strict)),
-            "prompt_strict": _wpct((_w(r), r["follow_all_strict"]) for r in records),
-            "inst_strict": _wpct(strict),
-            "prompt_loose": _wpct((_w(r), r["follow_all_loose"]) for r in records),
-            "inst_loose": _wpct(loose),
-            "n_unsupported": _n_unsupported(records),
-            "without_unsupported": _if_numbers(records, lambda r, i: _supported(r)[i]),
-            "by_instruction": {k: _wpct(v) for k, v in sorted(per_id.items())},
-            "by_group": {k: _wpct(v) for k, v in sorted(per_group.items())}}
+    return {
+        "n": _n_examples(records),
+        "n_instructions": round(sum(w for w, _ in strict)),
+        "prompt_strict": _wpct((_w(r), r["follow_all_strict"]) for r in records),
+        "inst_strict": _wpct(strict),
+        "prompt_loose": _wpct((_w(r), r["follow_all_loose"]) for r in records),
+        "inst_loose": _wpct(loose),
+        "n_unsupported": _n_unsupported(records),
+        "without_unsupported": _if_numbers(records, lambda r, i: _supported(r)[i]),
+        "by_instruction": {k: _wpct(v) for k, v in sorted(per_id.items())},
+        "by_group": {k: _wpct(v) for k, v in sorted(per_group.items())},
+    }
+
+
+def _muldimif_levels(triple) -> tuple[str, str]:
+    """(first, second) level a constraint is reported under: MulDimIF's own mapping for the pairs it knows (e.g.
+    ``Table_Row limit`` -> Format/Table, ``Content_Length`` -> Length/Words), else the triple's own names."""
+    return muldimif_rules.reported_category(triple[0].strip(), triple[1].strip()) or (
+        triple[0].strip(),
+        triple[1].strip(),
+    )
 
 
 def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
-    """All-constraints (prompt) accuracy, constraint-level accuracy, and the average per category; unsupported
-    rules as in ``summarize_instructions`` (counted as failed, and ``without_unsupported``)."""
-    flat = [(c[0], _w(r), ok) for r in records for c, ok in zip(r["constraints"], r["constraint_results"])]
+    """MulDimIF's numbers: all-constraints (prompt) accuracy (its "Overall"); constraint-level accuracy;
+    ``by_category`` as its ``constraint_category_list``: an item counts once per first-level category it has, and
+    passes there iff all of its constraints of that category pass; ``by_subcategory`` as its
+    ``constraint_category_second_list``: constraint-level per ``First_Second``. Unsupported rules as in
+    ``summarize_instructions`` (counted as failed, and ``without_unsupported``)."""
     per_category: dict[str, list[tuple[float, bool]]] = defaultdict(list)
-    for category, w, ok in flat:
-        per_category[category].append((w, ok))
-    return {"n": _n_examples(records), "n_constraints": round(sum(w for _, w, _ in flat)),
-            "all_constraints": _wpct((_w(r), r["verdict"]) for r in records),
-            "constraint_level": _wpct((w, ok) for _, w, ok in flat),
-            "by_category": {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))}
-                            for k, v in sorted(per_category.items())},
-            "n_unsupported": _n_unsupported(records),
-            "without_unsupported": _muldimif_without_unsupported(records)}
+    per_second: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    flat = []
+    for r in records:
+        verdicts: dict[str, list[bool]] = defaultdict(list)
+        for triple, ok in zip(r["constraints"], r["constraint_results"]):
+            first, second = _muldimif_levels(triple)
+            verdicts[first].append(ok)
+            per_second[f"{first}_{second}"].append((_w(r), ok))
+            flat.append((_w(r), ok))
+        for first, oks in verdicts.items():
+            per_category[first].append((_w(r), all(oks)))
+
+    def table(groups: dict[str, list[tuple[float, bool]]]) -> dict[str, dict[str, Any]]:
+        return {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))} for k, v in sorted(groups.items())}
+
+    return {
+        "n": _n_examples(records),
+        "n_constraints": round(sum(w for w, _ in flat)),
+        "all_constraints": _wpct((_w(r), r["verdict"]) for r in records),
+        "constraint_level": _wpct(flat),
+        "by_category": table(per_category),
+        "by_subcategory": table(per_second),
+        "n_unsupported": _n_unsupported(records),
+        "without_unsupported": _muldimif_without_unsupported(records),
+    }
 
 
 def _muldimif_without_unsupported(records: list[dict]) -> dict[str, Any]:
@@ -387,14 +466,26 @@ def summarize_bfcl(records: list[dict]) -> dict[str, Any]:
         count = sum(per_category[c]["count"] for c in BFCL_LIVE)
         live = sum(acc[c] * per_category[c]["count"] for c in BFCL_LIVE) / count
     call_categories = [c for c in acc if "relevance" not in c]
-    return {"n": _n_examples(records), "by_category": per_category, "non_live_ast": non_live, "live_ast": live,
-            "irrelevance": acc.get("irrelevance"), "live_irrelevance": acc.get("live_irrelevance"),
-            "live_relevance": acc.get("live_relevance"),
-            "ast_mean": sum(acc[c] for c in call_categories) / len(call_categories) if call_categories else None}
+    return {
+        "n": _n_examples(records),
+        "by_category": per_category,
+        "non_live_ast": non_live,
+        "live_ast": live,
+        "irrelevance": acc.get("irrelevance"),
+        "live_irrelevance": acc.get("live_irrelevance"),
+        "live_relevance": acc.get("live_relevance"),
+        "ast_mean": sum(acc[c] for c in call_categories) / len(call_categories) if call_categories else None,
+    }
 
 
-SUMMARIZERS = {"spider": summarize_sql, "bird": summarize_sql, "ifeval": summarize_instructions,
-               "ifbench": summarize_instructions, "muldimif": summarize_muldimif, "bfcl": summarize_bfcl}
+SUMMARIZERS = {
+    "spider": summarize_sql,
+    "bird": summarize_sql,
+    "ifeval": summarize_instructions,
+    "ifbench": summarize_instructions,
+    "muldimif": summarize_muldimif,
+    "bfcl": summarize_bfcl,
+}
 
 
 def headline_columns(benchmark: str, summary: dict[str, Any]) -> list[tuple[str, float | None]]:
@@ -406,8 +497,11 @@ def headline_columns(benchmark: str, summary: dict[str, Any]) -> list[tuple[str,
         return [(f"{name} prompt", summary["prompt_strict"]), (f"{name} inst", summary["inst_strict"])]
     if benchmark == "muldimif":
         return [("MulDimIF", summary["all_constraints"])]
-    cols = [(name, summary[key]) for name, key in (("BFCL non-live", "non_live_ast"), ("BFCL live", "live_ast"))
-            if summary[key] is not None]
+    cols = [
+        (name, summary[key])
+        for name, key in (("BFCL non-live", "non_live_ast"), ("BFCL live", "live_ast"))
+        if summary[key] is not None
+    ]
     return cols or [("BFCL AST", summary["ast_mean"])]
 
 
@@ -432,5 +526,11 @@ def score_one(example: EvalExample, response: str, answer: Any = None, **options
     scorer = SCORERS[example.benchmark]
     opts = options if example.benchmark in ("spider", "bird") else {}
     result = scorer(example, response, answer, **opts)
-    return {"id": example.id, "benchmark": example.benchmark, **example.meta, "prompt": example.prompt,
-            "response": response, **result}
+    return {
+        "id": example.id,
+        "benchmark": example.benchmark,
+        **example.meta,
+        "prompt": example.prompt,
+        "response": response,
+        **result,
+    }

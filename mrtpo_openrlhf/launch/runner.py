@@ -29,12 +29,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, TextIO
+from typing import Callable, Dict, List, Optional, Sequence, TextIO
 
 from ..cpu import SITE_DIR
 from ..cpu import dtype as cpu_dtype
+from ..paths import REPO_ROOT
+from .watchdog import STALL_SECONDS, RunWatchdog
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # Ray components that listen on fixed default ports; each gets a free one so that two runs (or another
 # user's Ray) on the same machine do not collide.
 _RAY_PORT_FLAGS = (
@@ -265,13 +266,17 @@ class RunResult:
     ray_start_seconds: float
     total_seconds: float
     peak_rss_bytes: int
-    timed_out: bool = False
+    stopped: Optional[str] = None  # "stalled" or "timed out" when the watchdog stopped the run
     cpu_dtype: str = ""  # "bf16" or "fp32": what every process trained and sampled in (also in run.json)
     milestones: Dict[str, float] = field(default_factory=dict)  # first time (s since start) a marker was seen
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and self.stopped is None
+
+    @property
+    def timed_out(self) -> bool:
+        return self.stopped is not None
 
 
 # Log lines whose first appearance is worth timing (substring -> milestone name).
@@ -292,11 +297,15 @@ def run_openrlhf_cpu(
     workdir: os.PathLike,
     num_cpus: int = 8,
     num_gpus: int = 4,
-    timeout: float = 1800.0,
+    timeout: Optional[float] = None,
     extra_env: Optional[Dict[str, str]] = None,
     dry_run: bool = False,
     echo: bool = True,
     stream: Optional[TextIO] = None,
+    stall_timeout: Optional[float] = STALL_SECONDS,
+    total_steps: Optional[int] = None,
+    label: str = "[mrtpo.launch] run",
+    progress: Optional[Callable[[str], None]] = None,
 ) -> Optional[RunResult]:
     """Run ``python -m module *args`` on a private CPU Ray head; always stop what was started.
 
@@ -306,7 +315,10 @@ def run_openrlhf_cpu(
         workdir: run folder: receives ``train.log``, ``metrics.jsonl`` (per-step metrics) and ``run.json``
             (the CPU dtype, how it was chosen, the CPU); the command runs with it as the current directory.
         num_cpus / num_gpus: Ray resources of the head (GPUs are fake; one per actor rank and vLLM engine).
-        timeout: seconds before the command and the head are killed (``RunResult.timed_out``).
+        timeout: optional wall limit in seconds (``RunResult.stopped == "timed out"``); None: no limit.
+        stall_timeout: seconds without an output line, a new metrics row or Ray log growth before the run is
+            stopped as stuck (``RunResult.stopped == "stalled"``); None: never.
+        total_steps / label / progress: ``step i/N`` lines with an ETA go to ``progress`` (default: the echo).
         extra_env: extra variables for every process (e.g. ``MRTPO_CPU_SKIP_WEIGHT_SYNC=1``,
             ``MRTPO_CPU_DTYPE=fp32``; else MRTPO_CPU_DTYPE comes from this process's environment, default auto).
         dry_run: print the environment additions and both commands, run nothing, return None.
@@ -343,7 +355,7 @@ def run_openrlhf_cpu(
     say(f"[mrtpo.launch] private Ray head {head.address} (temp {head.temp_dir}) up in {head.start_seconds:.1f}s\n")
     peak = [0]
     proc = None
-    timed_out = False
+    stopped: Optional[str] = None
     milestones: Dict[str, float] = {"ray_started": time.time() - started}
     stop_sampling = threading.Event()
 
@@ -369,10 +381,19 @@ def run_openrlhf_cpu(
             )
             sampler = threading.Thread(target=sample_memory, daemon=True)
             sampler.start()
-            timer = threading.Timer(timeout, lambda: (stop_processes([proc.pid], None, 5.0)))
-            timer.start()
-            try:
+            watchdog = RunWatchdog(
+                metrics_path,
+                lambda: stop_processes([proc.pid], None, 5.0),
+                progress or (lambda text: say(text + "\n")),
+                label=label,
+                total_steps=total_steps,
+                stall_seconds=stall_timeout,
+                wall_seconds=timeout,
+                watch=[head.temp_dir],
+            )
+            with watchdog:
                 for line in proc.stdout:
+                    watchdog.alive()
                     elapsed = time.time() - started
                     log.write(line)
                     for marker, name in MILESTONES.items():
@@ -380,9 +401,7 @@ def run_openrlhf_cpu(
                             milestones[name] = elapsed
                     say(f"[{elapsed:7.1f}s] {line}")
                 proc.wait()
-            finally:
-                timed_out = not timer.is_alive() and proc.returncode != 0
-                timer.cancel()
+            stopped = watchdog.reason
     finally:
         stop_sampling.set()
         if proc is not None and proc.poll() is None:
@@ -403,7 +422,7 @@ def run_openrlhf_cpu(
         ray_start_seconds=head.start_seconds,
         total_seconds=total,
         peak_rss_bytes=peak[0],
-        timed_out=timed_out,
+        stopped=stopped,
         cpu_dtype=choice.dtype,
         milestones=milestones,
     )

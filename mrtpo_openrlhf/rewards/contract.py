@@ -1,5 +1,9 @@
 """The reward-vector contract between reward functions and the MRTPO experience maker.
 
+``RewardVector`` is the one type of a response's rewards, end to end: reward functions build it, ``extra_logs``
+(below) is its wire form across Ray and HTTP, the samples generator parses it back (``parse_extra_logs``) and
+the experience maker batches the vectors into tensors (``adapter.experience_maker.RewardBatch.from_vectors``).
+
 OpenRLHF 0.11.2 calls ``reward_func(queries, prompts, labels)`` with one-element lists and expects
 ``{"rewards": Tensor(1,), "scores": Tensor(1,), "extra_logs": {...}}``. MRTPO needs more per response:
 K named rewards and, for each, the verifier text block the replay removes. They travel in
@@ -18,6 +22,7 @@ Keys (one response, K rewards, K may differ between prompts but not inside a pro
 ``rewards`` is the plain sum of the K values (what GRPO sees); ``scores`` is the task's primary reward.
 Numeric per-task logs (same keys for every response of a task) may be added as floats.
 """
+
 from __future__ import annotations
 
 import json
@@ -101,7 +106,7 @@ def to_openrlhf(vec: RewardVector) -> dict[str, Any]:
 
 
 def parse_extra_logs(extra_logs: dict[str, Any]) -> RewardVector | None:
-    """Inverse of ``to_extra_logs`` (None when the MRTPO keys are absent)."""
+    """Inverse of ``to_extra_logs`` (None when the MRTPO keys are absent); numeric logs are not read back."""
     if NAMES_KEY not in extra_logs:
         return None
     names = list(extra_logs[NAMES_KEY])
@@ -113,7 +118,13 @@ def parse_extra_logs(extra_logs: dict[str, Any]) -> RewardVector | None:
             f"MRTPO reward vector lengths disagree: names={len(names)} values={len(values)} "
             f"blocks={len(blocks)} reasons={len(reasons)}"
         )
-    return RewardVector([RewardItem(n, v, b, r) for n, v, b, r in zip(names, values, blocks, reasons)])
+    spans = extra_logs.get(SPANS_KEY)
+    if spans is not None:
+        if len(spans) != len(names):
+            raise ValueError(f"{SPANS_KEY} has {len(spans)} entries for {len(names)} rewards")
+        spans = [None if sp is None else [int(sp[0]), int(sp[1])] for sp in spans]
+    items = [RewardItem(n, v, b, r) for n, v, b, r in zip(names, values, blocks, reasons)]
+    return RewardVector(items, spans=spans)
 
 
 def safe_reward_call(
@@ -156,8 +167,10 @@ def check_batch_arguments(queries: Any, prompts: Any, labels: Any) -> tuple[list
             raise TypeError(f"reward_func: {name} must be a list (one entry per response), got {type(value).__name__}")
     lengths = {name: len(value) for name, value in args.items()}
     if len(set(lengths.values())) != 1:
-        raise ValueError("reward_func: queries, prompts and labels must have one entry per response; got lengths "
-                         + ", ".join(f"{k}={v}" for k, v in lengths.items()))
+        raise ValueError(
+            "reward_func: queries, prompts and labels must have one entry per response; got lengths "
+            + ", ".join(f"{k}={v}" for k, v in lengths.items())
+        )
     return list(queries), list(prompts), list(labels)
 
 

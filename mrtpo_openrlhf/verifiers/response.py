@@ -1,4 +1,5 @@
 """The model's response inside OpenRLHF's ``query`` (the decoded prompt + response), shared by every task."""
+
 from __future__ import annotations
 
 import logging
@@ -46,7 +47,7 @@ def response_from_query(query: str, prompt: str) -> str:
     stripped = prompt.strip()
     last_line = prompt.rstrip().rsplit("\n", 1)[-1].strip()
     if prompt and query.startswith(prompt):
-        response = query[len(prompt):]
+        response = query[len(prompt) :]
     elif stripped and stripped in query:
         response = query.rsplit(stripped, 1)[1]
     elif last_line and last_line in query:
@@ -59,12 +60,14 @@ def response_from_query(query: str, prompt: str) -> str:
 
 
 def oversize_reason(response: str, task: str) -> str:
-    """"" when a verifier may read ``response``; else the reason every reward of it is 0 (logged, rate-limited)."""
+    """ "" when a verifier may read ``response``; else the reason every reward of it is 0 (logged, rate-limited)."""
     global _oversize_seen
     if len(response) <= MAX_RESPONSE_CHARS:
         return ""
-    reason = (f"response of {len(response)} characters is longer than the {MAX_RESPONSE_CHARS} a verifier reads "
-              "(MRTPO_MAX_RESPONSE_CHARS)")
+    reason = (
+        f"response of {len(response)} characters is longer than the {MAX_RESPONSE_CHARS} a verifier reads "
+        "(MRTPO_MAX_RESPONSE_CHARS)"
+    )
     with _oversize_lock:
         _oversize_seen += 1
         seen = _oversize_seen

@@ -1,4 +1,5 @@
 """Adapter tests: upstream objects built without Ray, tiny random models, flash_attn stubbed only when missing."""
+
 import importlib.util
 import os
 import sys

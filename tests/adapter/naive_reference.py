@@ -7,6 +7,7 @@ in README's "The method, as implemented" (no helper of ``mrtpo_openrlhf.core`` i
     a[i,t] = sum_k w[i,k,t] * A[i,k]
     final  = (a - mean_B S) / (std_B S + eps)
 """
+
 import math
 
 

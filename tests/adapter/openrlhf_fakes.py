@@ -1,21 +1,39 @@
 """Hand-built OpenRLHF objects for adapter tests (no Ray)."""
+
 from types import SimpleNamespace
 
 
-def make_args(estimator="mrtpo", n=4, beta=0.5, warmup=0, placement="mrtpo", cap=None, use_kl_loss=True,
-              weighting="none", temperature=0.9):
+def make_args(
+    estimator="mrtpo",
+    n=4,
+    beta=0.5,
+    warmup=0,
+    placement="mrtpo",
+    cap=None,
+    use_kl_loss=True,
+    weighting="none",
+    temperature=0.9,
+):
     return SimpleNamespace(
         algo=SimpleNamespace(
-            advantage=SimpleNamespace(estimator=estimator, gamma=1.0, lambd=1.0, no_std_norm=False,
-                                      is_correction_level="off"),
+            advantage=SimpleNamespace(
+                estimator=estimator, gamma=1.0, lambd=1.0, no_std_norm=False, is_correction_level="off"
+            ),
             kl=SimpleNamespace(use_loss=use_kl_loss, estimator="k1"),
-            mrtpo=SimpleNamespace(beta=beta, warmup_steps=warmup, cap=cap, placement=placement,
-                                  reward_weighting=weighting, eps=1e-4, replay_micro_batch_size=3,
-                                  chunk_size=5, block_separator="\n"),
+            mrtpo=SimpleNamespace(
+                beta=beta,
+                warmup_steps=warmup,
+                cap=cap,
+                placement=placement,
+                reward_weighting=weighting,
+                eps=1e-4,
+                replay_micro_batch_size=3,
+                chunk_size=5,
+                block_separator="\n",
+            ),
             dynamic_filtering_enable=False,
         ),
-        rollout=SimpleNamespace(n_samples_per_prompt=n, temperature=temperature, micro_batch_size=2,
-                                max_new_tokens=16),
+        rollout=SimpleNamespace(n_samples_per_prompt=n, temperature=temperature, micro_batch_size=2, max_new_tokens=16),
         reward=SimpleNamespace(clip_range=None, overlong_buffer_len=None, stop_properly_penalty_coef=None),
         train=SimpleNamespace(seed=7, colocate_all=False, colocate_actor_ref=False, dynamic_batch_enable=False),
         data=SimpleNamespace(max_len=128),

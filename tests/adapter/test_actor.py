@@ -1,4 +1,5 @@
 """The actor's replay method on a tiny model equals the core's replay."""
+
 import torch
 from openrlhf_fakes import fake_actor
 
@@ -8,14 +9,17 @@ from mrtpo_openrlhf.core import replay_relevance, request_from_ids
 def test_actor_replay_equals_core(tiny_llama):
     g = torch.Generator().manual_seed(0)
     ids = lambda n: torch.randint(3, 100, (n,), generator=g).tolist()  # noqa: E731
-    reqs = [request_from_ids(ids(7), [ids(3), ids(2)], ids(5), [0, 1]),
-            request_from_ids(ids(4), [ids(4), []], ids(8), [0, 1])]
+    reqs = [
+        request_from_ids(ids(7), [ids(3), ids(2)], ids(5), [0, 1]),
+        request_from_ids(ids(4), [ids(4), []], ids(8), [0, 1]),
+    ]
     actor = fake_actor(tiny_llama)
     calls = []
     handle = tiny_llama.register_forward_hook(lambda *a: calls.append(1))
     try:
-        q = actor.replay_relevance(reqs, min_forwards=5, num_rewards=2, temperature=0.7, micro_batch_size=2,
-                                   chunk_size=3)
+        q = actor.replay_relevance(
+            reqs, min_forwards=5, num_rewards=2, temperature=0.7, micro_batch_size=2, chunk_size=3
+        )
     finally:
         handle.remove()
     ref, _ = replay_relevance(tiny_llama, reqs, num_rewards=2, temperature=0.7, micro_batch_size=2, chunk_size=3)

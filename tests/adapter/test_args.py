@@ -1,4 +1,5 @@
 """The argument hook: new flags parsed, upstream flags and validation intact, bad combinations rejected."""
+
 import argparse
 import runpy
 
@@ -25,16 +26,30 @@ def parse_upstream(argv, monkeypatch):
             raise _Parsed(hooked(parser, args, namespace))
 
         monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
-        with pytest.raises(_Parsed) as info:
-            runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__")
-        monkeypatch.undo()
+        try:
+            with pytest.raises(_Parsed) as info:
+                runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__")
+        finally:  # also on SystemExit: else the hooked parse_args outlives the hook and stacks up
+            monkeypatch.undo()
     return info.value.parsed
 
 
 def test_new_flags_and_estimators_parse(monkeypatch):
-    args = parse_upstream(BASE + ["--algo.advantage.estimator", "mrtpo", "--algo.mrtpo.beta", "0.25",
-                                  "--algo.mrtpo.cap", "2", "--algo.mrtpo.placement", "shuffle",
-                                  "--algo.kl.use_loss"], monkeypatch)
+    args = parse_upstream(
+        BASE
+        + [
+            "--algo.advantage.estimator",
+            "mrtpo",
+            "--algo.mrtpo.beta",
+            "0.25",
+            "--algo.mrtpo.cap",
+            "2",
+            "--algo.mrtpo.placement",
+            "shuffle",
+            "--algo.kl.use_loss",
+        ],
+        monkeypatch,
+    )
     d = vars(args)
     assert d["algo.advantage.estimator"] == "mrtpo"
     assert d["algo.mrtpo.beta"] == 0.25 and d["algo.mrtpo.cap"] == 2.0 and d["algo.mrtpo.placement"] == "shuffle"
@@ -42,10 +57,16 @@ def test_new_flags_and_estimators_parse(monkeypatch):
     # upstream flags are still there with their defaults
     assert d["algo.kl.use_loss"] is True and d["actor.model_name_or_path"] == "m"
     assert d["rollout.n_samples_per_prompt"] == 4
-    assert parse_upstream(BASE + ["--algo.advantage.estimator", "gdpo"], monkeypatch).__dict__[
-        "algo.advantage.estimator"] == "gdpo"
-    assert parse_upstream(BASE + ["--algo.advantage.estimator", "group_norm"], monkeypatch).__dict__[
-        "algo.advantage.estimator"] == "group_norm"
+    assert (
+        parse_upstream(BASE + ["--algo.advantage.estimator", "gdpo"], monkeypatch).__dict__["algo.advantage.estimator"]
+        == "gdpo"
+    )
+    assert (
+        parse_upstream(BASE + ["--algo.advantage.estimator", "group_norm"], monkeypatch).__dict__[
+            "algo.advantage.estimator"
+        ]
+        == "group_norm"
+    )
 
 
 def test_upstream_choices_still_validated(monkeypatch, capsys):
@@ -54,14 +75,17 @@ def test_upstream_choices_still_validated(monkeypatch, capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--rollout.n_samples_per_prompt", "1"], "n_samples_per_prompt must be >= 2"),
-    (["--train.async_enable"], "synchronous trainer"),
-    (["--ds.ring_attn_size", "2"], "ring attention"),
-    (["--ds.tensor_parallel_size", "2"], "tensor parallel"),
-    (["--algo.mrtpo.beta", "1.5"], "beta must be in [0, 1]"),
-    (["--algo.mrtpo.cap", "0.5"], "cap must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--rollout.n_samples_per_prompt", "1"], "n_samples_per_prompt must be >= 2"),
+        (["--train.async_enable"], "synchronous trainer"),
+        (["--ds.ring_attn_size", "2"], "ring attention"),
+        (["--ds.tensor_parallel_size", "2"], "tensor parallel"),
+        (["--algo.mrtpo.beta", "1.5"], "beta must be in [0, 1]"),
+        (["--algo.mrtpo.cap", "0.5"], "cap must be >= 1"),
+    ],
+)
 def test_bad_combinations_rejected_with_clear_message(monkeypatch, capsys, extra, message):
     with pytest.raises(SystemExit) as exc:
         parse_upstream(BASE + ["--algo.advantage.estimator", "mrtpo"] + extra, monkeypatch)
@@ -85,10 +109,71 @@ def test_hook_restores_parse_args():
 
 def test_cap_is_on_by_default_and_none_switches_it_off(monkeypatch):
     """Issue 10 item 6: the cap is part of the method, on by default; --algo.mrtpo.cap none turns it off."""
-    from mrtpo_openrlhf.adapter.args import DEFAULT_CAP
+    from mrtpo_openrlhf.core import DEFAULT_CAP
 
     mrtpo = BASE + ["--algo.advantage.estimator", "mrtpo"]
     assert DEFAULT_CAP is not None and DEFAULT_CAP >= 1
     assert vars(parse_upstream(mrtpo, monkeypatch))["algo.mrtpo.cap"] == DEFAULT_CAP
     assert vars(parse_upstream(mrtpo + ["--algo.mrtpo.cap", "none"], monkeypatch))["algo.mrtpo.cap"] is None
     assert vars(parse_upstream(mrtpo + ["--algo.mrtpo.cap", "1.5"], monkeypatch))["algo.mrtpo.cap"] == 1.5
+
+
+def test_defaults_and_choices_come_from_the_core(monkeypatch):
+    """Issue 13: each default is written once, in core/settings.py; the placement choices are core's modes."""
+    from mrtpo_openrlhf.core import ADVANTAGE_ESTIMATORS, PLACEMENT_HELP, PLACEMENT_MODES, settings
+
+    d = vars(parse_upstream(BASE + ["--algo.advantage.estimator", "mrtpo"], monkeypatch))
+    assert d["algo.mrtpo.beta"] == settings.DEFAULT_BETA
+    assert d["algo.mrtpo.warmup_steps"] == settings.DEFAULT_WARMUP_STEPS
+    assert d["algo.mrtpo.eps"] == settings.DEFAULT_EPS and d["algo.mrtpo.chunk_size"] == settings.DEFAULT_CHUNK_SIZE
+    assert d["algo.mrtpo.block_separator"] == settings.DEFAULT_BLOCK_SEPARATOR
+    assert d["algo.mrtpo.replay_micro_batch_size"] == settings.DEFAULT_REPLAY_MICRO_BATCH_SIZE
+    assert d["algo.mrtpo.placement"] == settings.DEFAULT_PLACEMENT in PLACEMENT_MODES
+    assert set(PLACEMENT_HELP) == set(PLACEMENT_MODES)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--algo.advantage.estimator", choices=["gae", "group_norm"])
+    from mrtpo_openrlhf.adapter.args import extend_parser
+
+    extend_parser(parser)
+    by_dest = {a.dest: a for a in parser._actions}
+    assert list(by_dest["algo.mrtpo.placement"].choices) == list(PLACEMENT_MODES)
+    assert set(ADVANTAGE_ESTIMATORS) <= set(by_dest["algo.advantage.estimator"].choices)
+
+
+@pytest.mark.parametrize(
+    "estimator, extra, warned",
+    [
+        ("gdpo", ["--algo.mrtpo.beta", "0.3", "--algo.mrtpo.cap=2"], ["--algo.mrtpo.beta", "--algo.mrtpo.cap"]),
+        ("gdpo", ["--algo.mrtpo.eps", "1e-3", "--algo.mrtpo.reward_weighting", "saw"], []),  # gdpo reads these
+        (
+            "group_norm",
+            ["--algo.mrtpo.eps", "1e-3", "--algo.mrtpo.warmup", "3"],
+            ["--algo.mrtpo.eps", "--algo.mrtpo.warmup_steps"],
+        ),  # an abbreviated flag counts too
+        ("group_norm", [], []),
+        ("mrtpo", ["--algo.mrtpo.beta", "0.3", "--algo.mrtpo.chunk_size", "8"], []),
+    ],
+)
+def test_flags_without_effect_are_warned_about(monkeypatch, capsys, estimator, extra, warned):
+    """Issue 13: under gdpo or an upstream estimator, an --algo.mrtpo.* flag the user gave that the estimator does
+    not read is named in one warning line; defaults (flags not given) never warn."""
+    argv = [
+        "--actor.model_name_or_path",
+        "m",
+        "--rollout.n_samples_per_prompt",
+        "4",
+        "--reward.remote_url",
+        "r.py",
+        "--algo.advantage.estimator",
+        estimator,
+        *extra,
+    ]
+    parse_upstream(argv, monkeypatch)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "no effect" in line]
+    if not warned:
+        assert lines == []
+        return
+    assert len(lines) == 1
+    flags = lines[0].split(" have no effect")[0].split(" has no effect")[0].split("warning: ")[1].split(", ")
+    assert flags == warned
+    assert f"--algo.advantage.estimator {estimator}" in lines[0]

@@ -1,4 +1,5 @@
 """The training CLI on a machine without CUDA: --help and flag checks work; training stops with one line."""
+
 import os
 import subprocess
 import sys
@@ -27,8 +28,14 @@ def test_bad_flags_are_rejected_before_the_device_check():
 
 
 def test_valid_flags_without_cuda_say_how_to_run_on_cpu():
-    res = run("--algo.advantage.estimator", "mrtpo", "--rollout.n_samples_per_prompt", "4",
-              "--reward.remote_url", "reward_funcs/sql.py")
+    res = run(
+        "--algo.advantage.estimator",
+        "mrtpo",
+        "--rollout.n_samples_per_prompt",
+        "4",
+        "--reward.remote_url",
+        "reward_funcs/sql.py",
+    )
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1].startswith("mrtpo: no CUDA device on this machine")
     assert "launch.default" in res.stderr

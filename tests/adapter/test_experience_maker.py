@@ -1,4 +1,5 @@
-"""The experience maker's advantages equal the core's on hand-built experiences."""
+"""The experience maker's advantages against naive loops (naive_reference.py) on hand-built experiences."""
+
 import random
 from types import SimpleNamespace
 
@@ -8,15 +9,11 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf_fakes import LocalActorGroup, fake_actor, make_args, vllm_response
 
 import mrtpo_openrlhf.adapter.experience_maker as em
+import mrtpo_openrlhf.core.estimators as estimators
 from mrtpo_openrlhf.adapter.experience_maker import MRTPOExperienceMaker, response_span, split_for_ranks
 from mrtpo_openrlhf.adapter.samples_generator import MRTPOSamplesGenerator
-from mrtpo_openrlhf.core import (
-    gdpo_advantages,
-    group_normalize,
-    mrtpo_advantages,
-    replay_relevance,
-    request_from_text,
-)
+from mrtpo_openrlhf.adapter.transport import VECTOR
+from mrtpo_openrlhf.core import JOINT, replay_relevance, request_from_text
 
 NAMES = ["format", "executable", "execution"]
 
@@ -37,8 +34,11 @@ def rollout(seed=0, groups=2, n=4, vocab=101, truncate=0):
             values = [float(rng.random() < 0.5) for _ in NAMES]
             error_block = "no such column: nme" if not values[1] else ""
             blocks = ["Answer in one SQL block.", error_block, "SELECT name FROM users"]
-            exps.append(gen._process_response_into_experience(
-                vllm_response(prompt_ids[truncate:], resp, prompt_text, NAMES, values, blocks), max_len=256))
+            exps.append(
+                gen._process_response_into_experience(
+                    vllm_response(prompt_ids[truncate:], resp, prompt_text, NAMES, values, blocks), max_len=256
+                )
+            )
     return exps
 
 
@@ -61,7 +61,7 @@ def micro_batches(samples, size, seed):
         s.index = [i]
     order = list(range(len(samples)))
     random.Random(seed).shuffle(order)
-    batches = [[samples[i] for i in order[j:j + size]] for j in range(0, len(order), size)]
+    batches = [[samples[i] for i in order[j : j + size]] for j in range(0, len(order), size)]
     return [Experience.concat_experiences(batch, 0) for batch in batches]
 
 
@@ -70,12 +70,28 @@ def no_ray(monkeypatch):
     monkeypatch.setattr(em.ray, "get", lambda refs: refs)
 
 
+def vector(e):
+    """The single RewardVector a one-response sample carries."""
+    (vec,) = e.info[VECTOR]
+    return vec
+
+
 def rewards_in_order(exps):
-    return torch.cat([e.info["mrtpo_values"] for e in exps]), [e.info["mrtpo_blocks"][0] for e in exps]
+    vecs = [vector(e) for e in exps]
+    return torch.tensor([v.values for v in vecs]), [[it.block for it in v.items] for v in vecs]
+
+
+def gdpo_levels(R, n=4):
+    """GDPO's response-level advantage per row from the naive loops (naive_reference.py)."""
+    import naive_reference as ref
+
+    A = ref.group_advantages(R.tolist(), n)
+    S = [sum(row) for row in A]
+    return torch.tensor([row[0] for row in ref.batch_step([[x] for x in S], S)])
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_mrtpo_advantages_equal_core(seed, tiny_llama, char_tokenizer):
+def test_mrtpo_advantages_equal_naive_reference(seed, tiny_llama, char_tokenizer):
     args = make_args(beta=0.5, cap=2.0)
     samples = rollout(seed)
     R, blocks = rewards_in_order(samples)
@@ -85,32 +101,41 @@ def test_mrtpo_advantages_equal_core(seed, tiny_llama, char_tokenizer):
     m = maker(args, tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(exps)
 
-    # independent computation straight from the core
-    A = group_normalize(R, 4)
-    reqs = [request_from_text(char_tokenizer, prompts[i], blocks[i], spans[i][1],
-                              [k for k in range(3) if A[i, k] != 0 and blocks[i][k]], "\n") for i in range(len(R))]
+    # independent computation: the replay run here on the whole batch at once, the placement by naive loops
+    import naive_reference as ref
+
+    A = ref.group_advantages(R.tolist(), 4)
+    reqs = [
+        request_from_text(
+            char_tokenizer,
+            prompts[i],
+            blocks[i],
+            spans[i][1],
+            [k for k in range(3) if A[i][k] != 0 and blocks[i][k]],
+            "\n",
+        )
+        for i in range(len(R))
+    ]
     q_list, _ = replay_relevance(tiny_llama, reqs, num_rewards=3, temperature=0.9, chunk_size=5)
-    T = max(e.action_mask.shape[1] for e in out)
-    mask = torch.zeros(len(R), T, dtype=torch.bool)
-    q = torch.zeros(len(R), 3, T)
-    for i, (_, resp, first) in enumerate(spans):
-        mask[i, first:first + len(resp)] = True
-        q[i, :, first:first + len(resp)] = q_list[i, :, :len(resp)]
-    expected = mrtpo_advantages(A, q, mask, 0.5, 2.0)
+    rows = [
+        ref.capped_token_advantages(A[i], q_list[i, :, : len(spans[i][1])].tolist(), 0.5, 2.0) for i in range(len(R))
+    ]
+    expected = ref.batch_step(rows, [sum(a) for a in A])
     for e in out:
         for row, g in enumerate(e.index):
-            width = e.action_mask.shape[1]
+            valid = e.action_mask[row].bool()
             # different micro-batch padding moves logits by ~1e-6, hence the tolerance
-            assert torch.allclose(e.advantages[row], expected[g, :width], atol=1e-4), g
+            assert torch.allclose(e.advantages[row][valid], torch.tensor(expected[g]), atol=1e-4), g
+            assert (e.advantages[row][~valid] == 0).all()
             assert torch.equal(e.returns[row], e.advantages[row])
-        assert "mrtpo_values" not in e.info and "mrtpo_blocks" not in e.info
+        assert VECTOR not in e.info
         assert all(isinstance(v, torch.Tensor) and v.shape == (len(e.index),) for v in e.info.values())
     metrics = m.pop_metrics()
     assert metrics["mrtpo/beta"] == 0.5
     assert 0 < metrics["mrtpo/replayed_pairs_frac"] <= 1
     assert "reward/execution/mean" in metrics and "mrtpo/execution/top20_share" in metrics
     # same number of forwards on every rank
-    (_, kwargs), = m.actor_model_group.calls
+    ((_, kwargs),) = m.actor_model_group.calls
     assert len(set(kwargs["min_forwards"])) == 1
 
 
@@ -121,7 +146,7 @@ def test_gdpo_is_uniform_and_matches_reference(tiny_llama, char_tokenizer):
     exps = micro_batches(samples, 3, 3)
     m = maker(args, tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(exps)
-    ref = gdpo_advantages(R, 4)
+    ref = gdpo_levels(R)
     for e in out:
         for row, g in enumerate(e.index):
             valid = e.action_mask[row].bool()
@@ -139,7 +164,7 @@ def test_kl_in_reward_adds_reward_to_go(tiny_llama, char_tokenizer):
         e.kl = torch.full(e.action_mask.shape, 0.1) * e.action_mask
     m = maker(args, tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(exps)
-    ref = gdpo_advantages(R, 4)
+    ref = gdpo_levels(R)
     e = out[0]
     valid = e.action_mask[0].bool()
     n = int(valid.sum())
@@ -158,7 +183,7 @@ def test_beta_warmup_zero_step_skips_replay(tiny_llama, char_tokenizer):
 
 def test_group_with_mismatched_reward_names_fails_clearly(tiny_llama, char_tokenizer):
     samples = rollout(6)
-    samples[1].info["mrtpo_names"] = [["format", "oops", "execution"]]
+    vector(samples[1]).items[1].name = "oops"
     m = maker(make_args(), tiny_llama, char_tokenizer)
     with pytest.raises(ValueError, match="reward names differ inside one prompt's group"):
         m.compute_advantages_and_returns(micro_batches(samples, 4, 0))
@@ -187,7 +212,7 @@ def test_ablation_placements_keep_each_response_credit(placement, tiny_llama, ch
     R, _ = rewards_in_order(samples)
     m = maker(args, tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(samples, 3, 2))
-    ref = gdpo_advantages(R, 4)
+    ref = gdpo_levels(R)
     moved = False
     for e in out:
         for row, g in enumerate(e.index):
@@ -197,22 +222,22 @@ def test_ablation_placements_keep_each_response_credit(placement, tiny_llama, ch
             assert vals.mean().item() == pytest.approx(ref[g].item(), abs=1e-4)  # placement moves, total stays
             moved |= not torch.allclose(vals, ref[g].expand_as(vals), atol=1e-4)
     assert moved  # the replay did place something
-    (_, kwargs), = m.actor_model_group.calls
+    ((_, kwargs),) = m.actor_model_group.calls
     requests = [r for rank in kwargs["requests"] for r in rank]
     if placement == "joint":
-        assert all(list(r.minus_contexts) == [-1] for r in requests)
+        assert all(list(r.minus_contexts) == [JOINT] for r in requests)
 
 
 def capture_q(monkeypatch):
     """Record the (rows, q) the experience maker hands to the placement, keyed by global row."""
     seen = {}
-    original = em.token_advantages
+    original = estimators.token_advantages
 
     def spy(adv, q, mask, *args, **kwargs):
         seen.setdefault("calls", []).append((q.clone(), mask.clone()))
         return original(adv, q, mask, *args, **kwargs)
 
-    monkeypatch.setattr(em, "token_advantages", spy)
+    monkeypatch.setattr(estimators, "token_advantages", spy)
     return seen
 
 
@@ -252,13 +277,13 @@ def test_replay_contexts_start_from_the_rollout_prompt_ids(placement, tiny_llama
     m = maker(make_args(beta=0.5, placement=placement), tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(samples, 3, 4))
     assert all(torch.isfinite(e.advantages).all() for e in out)
-    (_, kwargs), = m.actor_model_group.calls
+    ((_, kwargs),) = m.actor_model_group.calls
     requests = [r for rank in kwargs["requests"] for r in rank]
     assert requests or placement == "joint"
     by_prompt = {tuple(p) for p in prompt_ids}
     for r in requests:
         # no chat template here: added blocks go after the prompt the policy saw
-        assert any(tuple(r.full_context[:len(p)]) in by_prompt for p in prompt_ids)
+        assert any(tuple(r.full_context[: len(p)]) in by_prompt for p in prompt_ids)
         assert 0 not in r.minus_contexts  # the format block sits in the (truncated) prompt text
     metrics = m.pop_metrics()
     assert metrics["mrtpo/skipped_pairs/prompt_ids_mismatch"] > 0
@@ -284,7 +309,7 @@ def test_recorded_spans_decide_which_blocks_are_cut(tiny_llama, char_tokenizer):
             exps.append(gen._process_response_into_experience(r, max_len=256))
     m = maker(make_args(beta=0.5), tiny_llama, char_tokenizer)
     m.compute_advantages_and_returns(micro_batches(exps, 4, 0))
-    (_, kwargs), = m.actor_model_group.calls
+    ((_, kwargs),) = m.actor_model_group.calls
     requests = [r for rank in kwargs["requests"] for r in rank]
     enc = lambda text: char_tokenizer(text)["input_ids"]  # noqa: E731
     assert requests
@@ -306,8 +331,9 @@ def test_nonfinite_reward_is_an_absent_reward(bad, tiny_llama, char_tokenizer):
     R[1, 2] = R[2, 2] = 0.0
     R[3, 2] = 1.0
     for s, row in zip(samples, R):
-        s.info["mrtpo_values"] = row[None].clone()
-    samples[0].info["mrtpo_values"][0, 2] = bad
+        for it, v in zip(vector(s).items, row.tolist()):
+            it.value = v
+    vector(samples[0]).items[2].value = bad
     samples[0].rewards = samples[0].rewards + bad  # the scalar sum is broken too
     m = maker(make_args(estimator="gdpo"), tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
@@ -328,6 +354,7 @@ def test_nonfinite_reward_is_an_absent_reward(bad, tiny_llama, char_tokenizer):
 def test_json_list_rewards_with_length_penalty(tiny_llama, char_tokenizer):
     """Issue 10 item 9: (B, 1) rewards (upstream's tensor of a JSON-list reward) with a length penalty give the same
     advantages as (B,) rewards instead of raising."""
+
     def run(shape_b1):
         samples = rollout(13)
         for s in samples:
@@ -353,8 +380,10 @@ def reward_func_samples(fail_on, fresh_func_per_call=False):
     def score_one(query, prompt, label):
         if query in fail_on:
             raise RuntimeError("verifier crashed")
-        items = [RewardItem("format", float(len(query) % 2)),
-                 RewardItem("execution", float(len(query) % 3 == 0), "SELECT 1")]
+        items = [
+            RewardItem("format", float(len(query) % 2)),
+            RewardItem("execution", float(len(query) % 3 == 0), "SELECT 1"),
+        ]
         return RewardVector(items, primary="execution", logs={"sql_has_query": 1.0})
 
     def make():
@@ -385,7 +414,7 @@ def test_verifier_exception_costs_the_response_not_the_run(tiny_llama, char_toke
 
     _, samples = reward_func_samples({"Question 0: count. answer 0.2"})
     assert samples[2].info["sql_has_query"].tolist() == [0.0]  # the fallback carries the task's numeric logs
-    assert samples[2].info["mrtpo_values"].tolist() == [[0.0, 0.0]]
+    assert vector(samples[2]).values == [0.0, 0.0]
     m = maker(make_args(beta=0.5), tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(samples, 4, 0))
     for e in out:
@@ -418,11 +447,19 @@ def test_reward_clip_range_applies_to_the_response_advantage(estimator, tiny_lla
     args = make_args(estimator=estimator, beta=0.5)
     args.reward.clip_range = (-0.5, 0.7)
     m = maker(args, tiny_llama, char_tokenizer)
-    clipped = {g: e.advantages[row][e.action_mask[row].bool()] for e in m.compute_advantages_and_returns(
-        micro_batches(samples, 3, 0)) for row, g in enumerate(e.index)}
+    clipped = {
+        g: e.advantages[row][e.action_mask[row].bool()]
+        for e in m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+        for row, g in enumerate(e.index)
+    }
     args.reward.clip_range = None
-    free = {g: e.advantages[row][e.action_mask[row].bool()] for e in maker(args, tiny_llama, char_tokenizer)
-            .compute_advantages_and_returns(micro_batches(rollout(15), 3, 0)) for row, g in enumerate(e.index)}
+    free = {
+        g: e.advantages[row][e.action_mask[row].bool()]
+        for e in maker(args, tiny_llama, char_tokenizer).compute_advantages_and_returns(
+            micro_batches(rollout(15), 3, 0)
+        )
+        for row, g in enumerate(e.index)
+    }
     A = ref.group_advantages(R.tolist(), 4)
     S = [sum(row) for row in A]
     level = [row[0] for row in ref.batch_step([[x] for x in S], S)]
@@ -468,8 +505,11 @@ def test_length_penalty_keeps_its_size(estimator, tiny_llama, char_tokenizer):
     args.rollout.max_new_tokens = 9
     args.reward.overlong_buffer_len, args.reward.overlong_penalty_factor = 4, 1.0
     m = maker(args, tiny_llama, char_tokenizer)
-    out = {g: e.advantages[row][e.action_mask[row].bool()] for e in m.compute_advantages_and_returns(
-        micro_batches(samples, 3, 0)) for row, g in enumerate(e.index)}
+    out = {
+        g: e.advantages[row][e.action_mask[row].bool()]
+        for e in m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+        for row, g in enumerate(e.index)
+    }
     A = ref.group_advantages(R.tolist(), 4)
     S = [sum(row) for row in A]
     level = [row[0] for row in ref.batch_step([[x] for x in S], S)]
@@ -491,10 +531,14 @@ def test_saw_weights_per_reward_name(tiny_llama, char_tokenizer):
     R, _ = rewards_in_order(samples)
     names = [["a", "b", "c"] if g < 4 else ["c", "a", "b"] for g in range(len(R))]
     for s, n in zip(samples, names):
-        s.info["mrtpo_names"] = [n]
+        for it, name in zip(vector(s).items, n):
+            it.name = name
     m = maker(make_args(estimator="gdpo", weighting="saw"), tiny_llama, char_tokenizer)
-    out = {g: e.advantages[row][e.action_mask[row].bool()] for e in m.compute_advantages_and_returns(
-        micro_batches(samples, 3, 0)) for row, g in enumerate(e.index)}
+    out = {
+        g: e.advantages[row][e.action_mask[row].bool()]
+        for e in m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+        for row, g in enumerate(e.index)
+    }
     cv = {}
     for name in "abc":
         vals = [R[g, k].item() for g in range(len(R)) for k in range(3) if names[g][k] == name]
@@ -538,6 +582,7 @@ def test_central_path_against_naive_loops(cap, monkeypatch, tiny_llama, char_tok
 
 def test_mrtpo_at_beta_zero_equals_gdpo(tiny_llama, char_tokenizer):
     """beta = 0 (and the default cap) reproduces GDPO through the experience maker: max abs diff < 1e-6."""
+
     def run(estimator, beta):
         args = make_args(estimator=estimator, beta=beta, cap=2.0, use_kl_loss=False)
         exps = micro_batches(rollout(20), 3, 1)
@@ -558,8 +603,16 @@ def test_replay_runs_in_eval_mode_with_dropout(char_tokenizer):
     from mrtpo_openrlhf.core import request_from_ids
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=101, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, attention_dropout=0.5, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=101,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attention_dropout=0.5,
+        max_position_embeddings=256,
+    )
     model = LlamaForCausalLM(cfg)
     model.config._attn_implementation = "eager"
     model.train()

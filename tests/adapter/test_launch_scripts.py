@@ -1,4 +1,5 @@
 """The paper-scale launch scripts produce command lines that upstream's parser (with our hook) accepts."""
+
 import os
 import shlex
 import subprocess
@@ -7,25 +8,61 @@ from pathlib import Path
 import pytest
 from test_args import parse_upstream
 
+from mrtpo_openrlhf.core.settings import DEFAULT_BETA, DEFAULT_WARMUP_STEPS
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "examples" / "scripts"
 
 
-@pytest.mark.parametrize("script, estimator", [
-    ("train_mrtpo_sql.sh", "mrtpo"), ("train_gdpo_if.sh", "gdpo"), ("train_grpo_tool.sh", "group_norm"),
-])
+def test_gpu_script_passes_the_method_settings_it_is_given(tmp_path, monkeypatch):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: fake'\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    env = dict(
+        os.environ,
+        PATH=f"{fake}:{os.environ['PATH']}",
+        DRY_RUN="1",
+        DATA=str(tmp_path / "rows.jsonl"),
+        OUT=str(tmp_path / "out"),
+        BETA="0.25",
+        PLACEMENT="joint",
+        CAP="none",
+    )
+    out = subprocess.run(
+        ["bash", str(SCRIPTS / "train_mrtpo_if.sh")], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    args = vars(parse_upstream(shlex.split(out.strip().splitlines()[-1])[3:], monkeypatch))
+    assert args["algo.mrtpo.beta"] == 0.25 and args["algo.mrtpo.placement"] == "joint"
+    assert args["algo.mrtpo.cap"] is None and args["algo.mrtpo.warmup_steps"] == DEFAULT_WARMUP_STEPS
+
+
+@pytest.mark.parametrize(
+    "script, estimator",
+    [
+        ("train_mrtpo_sql.sh", "mrtpo"),
+        ("train_gdpo_if.sh", "gdpo"),
+        ("train_grpo_tool.sh", "group_norm"),
+    ],
+)
 def test_gpu_command_lines_parse(tmp_path, monkeypatch, script, estimator):
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: fake'\n")
     (fake / "nvidia-smi").chmod(0o755)
-    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", DRY_RUN="1", DATA=str(tmp_path / "rows.jsonl"),
-               OUT=str(tmp_path / "out"))
+    env = dict(
+        os.environ,
+        PATH=f"{fake}:{os.environ['PATH']}",
+        DRY_RUN="1",
+        DATA=str(tmp_path / "rows.jsonl"),
+        OUT=str(tmp_path / "out"),
+    )
     out = subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, check=True).stdout
     argv = shlex.split(out.strip().splitlines()[-1])
     assert argv[:3] == ["python", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
     args = vars(parse_upstream(argv[3:], monkeypatch))
     assert args["algo.advantage.estimator"] == estimator
-    assert args["algo.mrtpo.beta"] == 0.5 and args["algo.mrtpo.warmup_steps"] == 10
+    # unset method settings are left to the CLI's defaults (core/settings.py)
+    assert args["algo.mrtpo.beta"] == DEFAULT_BETA and args["algo.mrtpo.warmup_steps"] == DEFAULT_WARMUP_STEPS
     assert args["rollout.n_samples_per_prompt"] == 8 and args["ds.zero_stage"] == 3
 
 

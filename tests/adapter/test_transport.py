@@ -1,4 +1,5 @@
 """The reward vector travels through upstream's _process_response_into_experience and concat_experiences."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -7,8 +8,10 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 from openrlhf_fakes import make_args, vllm_response
 
+from mrtpo_openrlhf.adapter.experience_maker import RewardBatch
 from mrtpo_openrlhf.adapter.samples_generator import MRTPOSamplesGenerator
-from mrtpo_openrlhf.adapter.transport import BLOCKS, NAMES, PRESENT, SPANS, VALUES, pop_reward_vectors
+from mrtpo_openrlhf.adapter.transport import VECTOR, pop_reward_vectors
+from mrtpo_openrlhf.rewards.contract import RewardVector
 
 
 def generator(cls):
@@ -27,23 +30,40 @@ def test_upstream_rejects_string_extra_logs():
 
 def test_vectors_survive_processing_and_concat():
     gen = generator(MRTPOSamplesGenerator)
-    r1 = vllm_response([1, 2, 3], [4, 5], "p1", ["format", "executable", "execution"], [1.0, 0.0, 1.0],
-                       ["fmt", "err", "gold"])
+    r1 = vllm_response(
+        [1, 2, 3], [4, 5], "p1", ["format", "executable", "execution"], [1.0, 0.0, 1.0], ["fmt", "err", "gold"]
+    )
     r2 = vllm_response([1, 2], [6, 7, 8, 9], "p2", ["c1", "c2"], [0.0, 1.0], ["no commas", ""])
     e1 = gen._process_response_into_experience(r1, max_len=64)
     e2 = gen._process_response_into_experience(r2, max_len=64)
     # numeric extra logs still reach upstream's info, strings do not
     assert e1.info["sql_ok"].tolist() == [1.0]
-    assert all(not k.startswith("mrtpo_reward") for k in e1.info)
+    assert all(not k.startswith("mrtpo_reward") for k in e1.info if k != VECTOR)
     merged = Experience.concat_experiences([e1, e2], pad_token_id=0)
-    assert torch.equal(merged.info[VALUES], torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
-    assert torch.equal(merged.info[PRESENT], torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]))
-    assert merged.info[NAMES] == [["format", "executable", "execution"], ["c1", "c2"]]
-    assert merged.info[BLOCKS] == [["fmt", "err", "gold"], ["no commas", ""]]
-    assert merged.info[SPANS] == [None, None]  # these reward functions record no block spans
-    popped = pop_reward_vectors(merged)
-    assert set(popped) == {VALUES, PRESENT, NAMES, BLOCKS, SPANS}
+    assert all(isinstance(v, RewardVector) for v in merged.info[VECTOR])
+    assert [v.names for v in merged.info[VECTOR]] == [["format", "executable", "execution"], ["c1", "c2"]]
+    merged.index = [1, 0]  # the rollout order the experience maker restores
+    batch = RewardBatch.from_vectors([merged], [pop_reward_vectors(merged)])
+    assert torch.equal(batch.values, torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 1.0]]))
+    assert torch.equal(batch.present, torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]))
+    assert batch.names == [["c1", "c2", ""], ["format", "executable", "execution"]]
+    assert batch.blocks == [["no commas", "", ""], ["fmt", "err", "gold"]]
+    assert batch.spans == [None, None]  # these reward functions record no block spans
+    assert VECTOR not in merged.info
     assert all(isinstance(v, torch.Tensor) and v.shape == (2,) for v in merged.info.values())
+
+
+def test_block_spans_travel_with_the_vector():
+    gen = generator(MRTPOSamplesGenerator)
+    resp = vllm_response([1, 2], [3], "p", ["a", "b"], [1.0, 0.0], ["x", "y"])
+    resp["extra_logs"]["mrtpo_reward_spans"] = [[4, 9], None]
+    e = gen._process_response_into_experience(resp, max_len=64)
+    e.index = [0]
+    batch = RewardBatch.from_vectors([e], [pop_reward_vectors(e)])
+    assert batch.spans == [[(4, 9), None]]
+    resp["extra_logs"]["mrtpo_reward_spans"] = [[4, 9]]
+    with pytest.raises(ValueError, match="2 rewards"):
+        gen._process_response_into_experience(resp, max_len=64)
 
 
 def test_plain_scalar_reward_becomes_one_unnamed_reward():
@@ -52,7 +72,8 @@ def test_plain_scalar_reward_becomes_one_unnamed_reward():
     resp["extra_logs"] = {}
     resp["reward"] = 0.5
     e = gen._process_response_into_experience(resp, max_len=64)
-    assert e.info[NAMES] == [["reward"]] and e.info[VALUES].tolist() == [[0.5]] and e.info[BLOCKS] == [[""]]
+    (vec,) = e.info[VECTOR]
+    assert vec.names == ["reward"] and vec.values == [0.5] and [it.block for it in vec.items] == [""]
 
 
 def test_json_list_reward_without_mrtpo_keys():
@@ -62,7 +83,8 @@ def test_json_list_reward_without_mrtpo_keys():
     resp["extra_logs"] = {}
     resp["reward"], resp["scores"] = [0.5], [0.25]
     e = gen._process_response_into_experience(resp, max_len=64)
-    assert e.info[VALUES].tolist() == [[0.5]] and e.info[NAMES] == [["reward"]]
+    (vec,) = e.info[VECTOR]
+    assert vec.values == [0.5] and vec.names == ["reward"]
     assert e.rewards.shape == (1,) and e.scores.shape == (1,) and e.rewards.item() == 0.5
     with pytest.raises(ValueError, match="one reward per response"):
         resp["reward"] = [0.5, 1.0]

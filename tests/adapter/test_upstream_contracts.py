@@ -1,4 +1,5 @@
 """One test per upstream (openrlhf 0.11.2) contract the adapter relies on: a version bump fails loudly."""
+
 import inspect
 from importlib.metadata import version
 
@@ -32,10 +33,17 @@ def test_ray_actor_classes_can_be_subclassed_via_ray_actor_class():
 
     assert hasattr(PolicyModelActor, "__ray_actor_class__") and hasattr(PPOTrainer, "__ray_actor_class__")
     init = inspect.signature(PPOTrainer.__ray_actor_class__.__init__).parameters
-    assert list(init)[:8] == ["self", "pretrain", "strategy", "actor_model_group", "critic_model_group",
-                              "reward_model_group", "reference_model_group", "vllm_engines"]
-    assert params(PPOTrainer.__ray_actor_class__.train_step) == [
-        "self", "rollout_samples", "global_step"]
+    assert list(init)[:8] == [
+        "self",
+        "pretrain",
+        "strategy",
+        "actor_model_group",
+        "critic_model_group",
+        "reward_model_group",
+        "reference_model_group",
+        "vllm_engines",
+    ]
+    assert params(PPOTrainer.__ray_actor_class__.train_step) == ["self", "rollout_samples", "global_step"]
     src = inspect.getsource(PPOTrainer.__ray_actor_class__.__init__)
     assert "self.samples_generator = SamplesGenerator(" in src and "self.prompts_dataloader" in src
 
@@ -43,8 +51,7 @@ def test_ray_actor_classes_can_be_subclassed_via_ray_actor_class():
 def test_actor_group_dispatch_contract():
     from openrlhf.trainer.ray.launcher import BaseModelActor, RayActorGroup
 
-    assert params(BaseModelActor.execute_batch) == [
-        "self", "method_name", "all_data", "start_idx", "end_idx"]
+    assert params(BaseModelActor.execute_batch) == ["self", "method_name", "all_data", "start_idx", "end_idx"]
     src = inspect.getsource(RayActorGroup)
     assert "self._actor_handlers" in src and "self.duplicate_actors" in src
     assert "def async_run_method_batch(self, method_name, **kwargs)" in src
@@ -56,7 +63,11 @@ def test_experience_maker_hooks():
     src = inspect.getsource(RemoteExperienceMaker.make_experience_batch)
     assert "self.compute_advantages_and_returns(experiences)" in src
     assert list(inspect.signature(RemoteExperienceMaker.get_cumulative_returns).parameters) == [
-        "self", "rewards", "action_mask", "gamma"]
+        "self",
+        "rewards",
+        "action_mask",
+        "gamma",
+    ]
     assert "sample.index = [i]" in inspect.getsource(RemoteExperienceMaker.split_rollout_samples)
 
 
@@ -66,8 +77,13 @@ def test_samples_generator_hook_and_response_fields():
     fn = SamplesGenerator._process_response_into_experience
     assert list(inspect.signature(fn).parameters)[:2] == ["self", "response"]
     src = inspect.getsource(fn)
-    for field in ('response.get("extra_logs", {})', 'response["prompt"]', 'response["observation_tokens"]',
-                  'response["action_ranges"]', "action_mask[1:truncate_length]"):
+    for field in (
+        'response.get("extra_logs", {})',
+        'response["prompt"]',
+        'response["observation_tokens"]',
+        'response["action_ranges"]',
+        "action_mask[1:truncate_length]",
+    ):
         assert field in src, field
 
 
@@ -86,7 +102,12 @@ def test_reward_helpers_signatures():
     from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 
     assert list(inspect.signature(compute_reward).parameters) == [
-        "r", "kl_coef", "kl", "action_mask", "reward_clip_range"]
+        "r",
+        "kl_coef",
+        "kl",
+        "action_mask",
+        "reward_clip_range",
+    ]
     assert list(inspect.signature(apply_length_penalties).parameters) == ["experiences", "args"]
 
 

@@ -1,4 +1,5 @@
 """benchmarks/gpu_check.sh on CPU with tiny shapes, so the GPU check cannot rot."""
+
 import os
 import re
 import subprocess
@@ -10,14 +11,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_gpu_check_runs_on_cpu_with_tiny_shapes():
     env = dict(os.environ, PYTHON=sys.executable)
-    res = subprocess.run(["bash", str(ROOT / "benchmarks/gpu_check.sh"), "--tiny", "--device", "cpu"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    res = subprocess.run(
+        ["bash", str(ROOT / "benchmarks/gpu_check.sh"), "--tiny", "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     table = res.stdout.split("== GPU check:", 1)[1]
     for frac in ("12%", "21%"):
         for shape in ("SQL-like", "IF-like"):
-            row = re.search(rf"replay / GDPO actor work +\| qwen2-tiny +\| {shape}, {frac} of pairs +\| +([\d.]+)%",
-                            table)
+            row = re.search(
+                rf"replay / GDPO actor work +\| qwen2-tiny +\| {shape}, {frac} of pairs +\| +([\d.]+)%", table
+            )
             assert row and float(row.group(1)) > 0, table
     floors = [float(v) for v in re.findall(r"replay / floor +\| qwen2-tiny +\| [^|]+\| +([\d.]+)", table)]
     assert len(floors) == 6 and all(v > 0 for v in floors), table

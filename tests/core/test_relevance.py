@@ -1,4 +1,5 @@
 """JS relevance against scipy, chunking, dtype, masking and extreme inputs."""
+
 import numpy as np
 import pytest
 import torch
@@ -70,8 +71,13 @@ finite_logit = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False, width
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(1, 6).flatmap(lambda v: st.tuples(
-    st.lists(finite_logit, min_size=v, max_size=v), st.lists(finite_logit, min_size=v, max_size=v))))
+@given(
+    st.integers(1, 6).flatmap(
+        lambda v: st.tuples(
+            st.lists(finite_logit, min_size=v, max_size=v), st.lists(finite_logit, min_size=v, max_size=v)
+        )
+    )
+)
 def test_always_finite_and_in_unit_interval(pair):
     a, b = torch.tensor([pair[0]]), torch.tensor([pair[1]])
     q = js_relevance(a, b)

@@ -1,4 +1,5 @@
 """Replay on a tiny random Llama: batched + left-padded + logits_to_keep == naive per-sample."""
+
 import pytest
 import torch
 
@@ -36,18 +37,23 @@ def make_requests(seed=0):
     reqs = []
     for i, (plen, rlen, k) in enumerate([(9, 6, 3), (4, 11, 3), (13, 1, 3), (7, 8, 3), (5, 0, 3)]):
         blocks = [rand_ids(g, n) for n in (3, 0, 5)][:k]  # block 1 empty
-        reqs.append(request_from_ids(rand_ids(g, plen), blocks, rand_ids(g, rlen),
-                                     rewards=[0, 1, 2] if i != 3 else [2], insert_at=plen - 2))
+        reqs.append(
+            request_from_ids(
+                rand_ids(g, plen), blocks, rand_ids(g, rlen), rewards=[0, 1, 2] if i != 3 else [2], insert_at=plen - 2
+            )
+        )
     return reqs
 
 
 @torch.no_grad()
 def naive_q(model, req, k, temperature):
     """Unpadded, full-logits, one sample at a time."""
+
     def resp_logits(ctx):
         ids = torch.tensor([ctx + list(req.response_ids)])
         logits = model(input_ids=ids).logits[0]
-        return logits[len(ctx) - 1: len(ctx) - 1 + len(req.response_ids)]
+        return logits[len(ctx) - 1 : len(ctx) - 1 + len(req.response_ids)]
+
     full = resp_logits(list(req.full_context))
     minus = resp_logits(list(req.minus_contexts[k]))
     return js_relevance(full, minus, temperature=temperature)
@@ -93,8 +99,12 @@ def test_removing_a_block_matters_only_for_that_block(model):
 
 def test_joint_profile_written_to_each_reward(model):
     g = torch.Generator().manual_seed(1)
-    reqs = [request_from_ids(rand_ids(g, 6), [rand_ids(g, 3), [], rand_ids(g, 4)], rand_ids(g, 5),
-                             rewards=[0, 1, 2], joint=True) for _ in range(2)]
+    reqs = [
+        request_from_ids(
+            rand_ids(g, 6), [rand_ids(g, 3), [], rand_ids(g, 4)], rand_ids(g, 5), rewards=[0, 1, 2], joint=True
+        )
+        for _ in range(2)
+    ]
     assert reqs[0].joint_rewards == [0, 2] and list(reqs[0].minus_contexts) == [JOINT]
     q, forwards = replay_relevance(model, reqs, micro_batch_size=2, num_rewards=3)
     assert forwards == count_forwards(reqs, 2) == 3  # one prefix forward (both responses) + 4 branches in 2
@@ -142,8 +152,9 @@ def test_block_counts_as_in_prompt_only_at_its_recorded_span():
     prompt = system + user
     blocks = ["Use one sql block.", "SELECT 1"]
     fmt = prompt.index(blocks[0])
-    full, minus, none = context_texts(prompt, blocks, separator="\n", suffix="</u><a>",
-                                      spans=[(fmt, fmt + len(blocks[0])), None])
+    full, minus, none = context_texts(
+        prompt, blocks, separator="\n", suffix="</u><a>", spans=[(fmt, fmt + len(blocks[0])), None]
+    )
     assert full == system + "<u>Write SQL. Use one sql block.\nSELECT 1</u><a>"
     assert minus[0] == system + "<u>Write SQL. \nSELECT 1</u><a>"
     assert minus[1] == prompt  # the system prompt's occurrence stays

@@ -1,4 +1,5 @@
 """Prefix-shared replay: the same q as replaying every context whole, with fewer tokens forwarded."""
+
 import logging
 
 import pytest
@@ -29,8 +30,11 @@ def mixed_requests(seed=0):
     for plen, rlen, insert_at in [(9, 6, 7), (4, 11, None), (13, 1, 5), (30, 8, None), (6, 17, 0), (21, 3, 20)]:
         blocks = [rand_ids(g, n) for n in (3, 0, 5)]
         reqs.append(request_from_ids(rand_ids(g, plen), blocks, rand_ids(g, rlen), [0, 1, 2], insert_at))
-    reqs.append(request_from_ids(rand_ids(g, 12), [rand_ids(g, 2), [], rand_ids(g, 4)], rand_ids(g, 9),
-                                 [0, 2], None, joint=True))
+    reqs.append(
+        request_from_ids(
+            rand_ids(g, 12), [rand_ids(g, 2), [], rand_ids(g, 4)], rand_ids(g, 9), [0, 2], None, joint=True
+        )
+    )
     return reqs
 
 
@@ -45,9 +49,11 @@ def test_shared_prefix_length_against_a_naive_scan():
     g = torch.Generator().manual_seed(3)
     for _ in range(200):
         base = torch.randint(0, 3, (int(torch.randint(1, 8, (1,), generator=g)),), generator=g).tolist()
-        ctxs = [base[: int(torch.randint(1, len(base) + 1, (1,), generator=g))] +
-                torch.randint(0, 3, (int(torch.randint(0, 3, (1,), generator=g)),), generator=g).tolist()
-                for _ in range(3)]
+        ctxs = [
+            base[: int(torch.randint(1, len(base) + 1, (1,), generator=g))]
+            + torch.randint(0, 3, (int(torch.randint(0, 3, (1,), generator=g)),), generator=g).tolist()
+            for _ in range(3)
+        ]
         ctxs = [c or [0] for c in ctxs]
         assert shared_prefix_length(ctxs) == naive_prefix_length(ctxs), ctxs
     assert shared_prefix_length([[1, 2, 3], [1, 2, 3, 4]]) == 2  # keeps the last token of the shorter one
@@ -56,8 +62,9 @@ def test_shared_prefix_length_against_a_naive_scan():
 @pytest.mark.parametrize("mbs", [1, 2, 5])
 def test_shared_equals_unshared_fp32(tiny_llama, mbs):
     reqs = mixed_requests()
-    q_ref, n_ref = replay_relevance(tiny_llama, reqs, num_rewards=3, temperature=0.7, micro_batch_size=mbs,
-                                    share_prefix=False)
+    q_ref, n_ref = replay_relevance(
+        tiny_llama, reqs, num_rewards=3, temperature=0.7, micro_batch_size=mbs, share_prefix=False
+    )
     q, n = replay_relevance(tiny_llama, reqs, num_rewards=3, temperature=0.7, micro_batch_size=mbs)
     assert n == count_forwards(reqs, mbs) and n_ref == count_forwards(reqs, mbs, share_prefix=False)
     assert n >= n_ref
@@ -99,8 +106,12 @@ def test_each_prefix_runs_once(tiny_llama):
         p = naive_prefix_length(ctxs)
         expected += p + sum(len(c) - p + len(req.response_ids) - 1 for c in ctxs)
     assert sum(seen) == expected  # micro-batch 1: no padding anywhere
-    unshared = sum(len(c) + len(r.response_ids) - 1 for r in reqs for c in
-                   [r.full_context] + list(r.minus_contexts.values()) if r.response_ids and r.minus_contexts)
+    unshared = sum(
+        len(c) + len(r.response_ids) - 1
+        for r in reqs
+        for c in [r.full_context] + list(r.minus_contexts.values())
+        if r.response_ids and r.minus_contexts
+    )
     assert sum(seen) < unshared
 
 
@@ -192,8 +203,12 @@ def test_responses_to_one_prompt_share_one_prefix_forward(tiny_llama):
     and a shared one (the reference query). The prompt runs once for the whole group."""
     g = torch.Generator().manual_seed(6)
     prompt, reference = rand_ids(g, 40), rand_ids(g, 5)
-    reqs = [request_from_ids(prompt, [rand_ids(g, 3 + i), reference], rand_ids(g, 6 + 2 * i), [0, 1] if i % 2 else [1],
-                             insert_at=37) for i in range(5)]
+    reqs = [
+        request_from_ids(
+            prompt, [rand_ids(g, 3 + i), reference], rand_ids(g, 6 + 2 * i), [0, 1] if i % 2 else [1], insert_at=37
+        )
+        for i in range(5)
+    ]
     other = request_from_ids(rand_ids(g, 30), [rand_ids(g, 4), []], rand_ids(g, 5), [0])
     reqs.insert(2, other)
     shapes = []
@@ -213,11 +228,14 @@ def test_responses_to_one_prompt_share_one_prefix_forward(tiny_llama):
 def test_unpadded_batches_run_without_a_mask(tiny_llama):
     """Equal prompt, block and response lengths: no row is padded, so no forward needs a mask, and q is the same."""
     g = torch.Generator().manual_seed(7)
-    reqs = [request_from_ids(rand_ids(g, 20), [rand_ids(g, 3), rand_ids(g, 3)], rand_ids(g, 6), [0, 1], insert_at=18)
-            for _ in range(4)]
+    reqs = [
+        request_from_ids(rand_ids(g, 20), [rand_ids(g, 3), rand_ids(g, 3)], rand_ids(g, 6), [0, 1], insert_at=18)
+        for _ in range(4)
+    ]
     masks = []
-    hook = tiny_llama.register_forward_pre_hook(lambda m, args, kwargs: masks.append(kwargs.get("attention_mask")),
-                                                with_kwargs=True)
+    hook = tiny_llama.register_forward_pre_hook(
+        lambda m, args, kwargs: masks.append(kwargs.get("attention_mask")), with_kwargs=True
+    )
     try:
         q, _ = replay_relevance(tiny_llama, reqs, num_rewards=2, micro_batch_size=4)
     finally:

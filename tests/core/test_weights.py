@@ -1,4 +1,5 @@
 """Invariants of credit weights, token advantages, the cap, the ablation modes and beta."""
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -8,9 +9,8 @@ from mrtpo_openrlhf.core import (
     apply_cap,
     beta_schedule,
     credit_weights,
-    gdpo_advantages,
     group_normalize,
-    mrtpo_advantages,
+    rescale_token_advantages,
     token_advantages,
 )
 
@@ -96,12 +96,18 @@ def test_uniform_mode_and_beta_zero_reproduce_gdpo():
     A = group_normalize(r, 4)
     q = torch.rand(4, 2, 5)
     mask = torch.tensor([[1] * 5, [1] * 3 + [0] * 2, [1] * 5, [1] + [0] * 4], dtype=torch.bool)
-    gdpo = gdpo_advantages(r, 4)
-    for adv in (mrtpo_advantages(A, q, mask, 0.0), mrtpo_advantages(A, q, mask, 0.5, mode="uniform")):
+    S = [sum(row) for row in A.tolist()]
+    m, s = sum(S) / 4, (sum((x - sum(S) / 4) ** 2 for x in S) / 3) ** 0.5
+    gdpo = torch.tensor([(x - m) / (s + 1e-4) for x in S])  # naive batch step
+
+    def placed(beta, mode="mrtpo"):
+        return rescale_token_advantages(token_advantages(A, q, mask, beta, mode=mode), A.sum(-1), mask)
+
+    for adv in (placed(0.0), placed(0.5, "uniform")):
         expected = gdpo.unsqueeze(-1) * mask
         assert torch.allclose(adv, expected, atol=1e-5)
     # with beta > 0 the per-response token mean still equals GDPO's advantage
-    adv = mrtpo_advantages(A, q, mask, 0.5)
+    adv = placed(0.5)
     assert torch.allclose(adv.sum(-1) / mask.sum(-1), gdpo, atol=1e-4)
     assert not torch.allclose(adv, gdpo.unsqueeze(-1) * mask)
 
@@ -129,8 +135,10 @@ def test_joint_mode_uses_one_profile():
     per_reward = torch.stack([torch.zeros(3), q[0]]).unsqueeze(0)
     expected = 1.0 * torch.ones(3) + 2.0 * w[0]
     assert torch.allclose(token_advantages(adv, per_reward, mask, 0.5, mode="joint")[0], expected)
-    assert torch.allclose(token_advantages(adv, per_reward, mask, 0.5, mode="joint"),
-                          token_advantages(adv, per_reward, mask, 0.5, mode="mrtpo"))
+    assert torch.allclose(
+        token_advantages(adv, per_reward, mask, 0.5, mode="joint"),
+        token_advantages(adv, per_reward, mask, 0.5, mode="mrtpo"),
+    )
 
 
 def test_empty_and_all_zero_inputs():

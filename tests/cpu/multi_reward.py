@@ -5,13 +5,14 @@ installed package only. A random model's 32 tokens are always long and rarely ho
 are coin flips on its text: ``even`` (an even number of words), ``vowel`` (the first word starts with a
 vowel); each with its own verifier block, which the prompt does not hold (the replay adds it to ``full``).
 """
+
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func
 
 NAMES = ["even", "vowel"]
 
 
 def score(query, prompt, label):
-    text = query[len(prompt):] if query.startswith(prompt) else query
+    text = query[len(prompt) :] if query.startswith(prompt) else query
     return RewardVector(
         [
             RewardItem("even", float(len(text.split()) % 2 == 0), "Use an even number of words."),

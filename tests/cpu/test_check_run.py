@@ -1,4 +1,5 @@
 """The post-run check that decides whether a CPU run really trained (an exit code of 0 proves nothing)."""
+
 import json
 
 from mrtpo_openrlhf.launch.default import check_run
@@ -17,8 +18,24 @@ def _write(path, kls, reward_keys=True):
 
 def test_one_noisy_step_is_not_a_failed_sync(tmp_path):
     # The shape of a real 16-step bf16 run: every step within noise, the last one at 7.6e-3.
-    kls = [0.0029, 0.0018, 0.0023, 0.0027, -0.0003, 0.0005, 0.0046, 0.0016,
-           0.0041, 0.0024, 0.0015, 0.0039, 0.0036, 0.0045, 0.0029, 0.0076]
+    kls = [
+        0.0029,
+        0.0018,
+        0.0023,
+        0.0027,
+        -0.0003,
+        0.0005,
+        0.0046,
+        0.0016,
+        0.0041,
+        0.0024,
+        0.0015,
+        0.0039,
+        0.0036,
+        0.0045,
+        0.0029,
+        0.0076,
+    ]
     assert check_run(_write(tmp_path / "m.jsonl", kls), "mrtpo") == []
 
 

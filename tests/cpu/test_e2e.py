@@ -49,8 +49,15 @@ def setup(tmp_path_factory):
 
 def run(setup, name, estimator, num_prompts=4, extra_env=None, reward=REWARD, prompts=None, extra_args=()):
     root, model, default_prompts = setup
-    args = cpu_grpo_args(model, prompts or default_prompts, reward, root / name / "ckpt", lr=LR, estimator=estimator,
-                         num_prompts=num_prompts)
+    args = cpu_grpo_args(
+        model,
+        prompts or default_prompts,
+        reward,
+        root / name / "ckpt",
+        lr=LR,
+        estimator=estimator,
+        num_prompts=num_prompts,
+    )
     args += ["--algo.mrtpo.warmup_steps", "0", "--algo.mrtpo.replay_micro_batch_size", "4", *extra_args]
     env = {"MRTPO_DUMP_ADVANTAGES": str(root / name / "advantages"), **(extra_env or {})}
     result = run_openrlhf_cpu("mrtpo_openrlhf.cli.train_ppo_ray", args, root / name, timeout=480, extra_env=env)
@@ -100,8 +107,10 @@ def test_mrtpo_really_trains_and_replays_on_the_actor(mrtpo):
     if cpu_bf16() and not os.environ.get("MRTPO_CPU_DTYPE"):  # auto keeps the bf16 path where it is fast
         assert json.loads((result.workdir / "run.json").read_text())["cpu_dtype"] == "bf16"
         assert checkpoint_dtypes(result.workdir / "ckpt") == {"BF16"} and "-> fp32" not in log
-    print(f"\nCPU e2e MRTPO: total {result.total_seconds:.1f}s, peak {result.peak_rss_bytes / 2**30:.2f} GiB, "
-          f"replay share {[round(s.get('mrtpo/replay_share_of_step', 0), 3) for s in steps]}")
+    print(
+        f"\nCPU e2e MRTPO: total {result.total_seconds:.1f}s, peak {result.peak_rss_bytes / 2**30:.2f} GiB, "
+        f"replay share {[round(s.get('mrtpo/replay_share_of_step', 0), 3) for s in steps]}"
+    )
 
 
 def dumped_steps(setup, name):
@@ -154,8 +163,11 @@ def free_port() -> int:
 def reward_server():
     """``python -m mrtpo_openrlhf.rewards.server serve --task tool`` on a free port, stopped after the test."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "mrtpo_openrlhf.rewards.server", "serve", "--task", "tool",
-                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mrtpo_openrlhf.rewards.server", "serve", "--task", "tool", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.time() + 60
         while True:
@@ -178,8 +190,15 @@ def test_mrtpo_with_http_reward_server(setup, reward_server):
     mini = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data" / "tool" / "train_mini.jsonl"
     rows = [json.loads(line) for line in mini.read_text().splitlines()[:2]]
     prompts = write_prompt_jsonl(root / "tool_prompts.jsonl", [r["prompt"] for r in rows], [r["label"] for r in rows])
-    _, steps = run(setup, "http", "mrtpo", num_prompts=2, reward=reward_server, prompts=prompts,
-                   extra_args=["--reward.overlong_buffer_len", "8", "--reward.overlong_penalty_factor", "0.5"])
+    _, steps = run(
+        setup,
+        "http",
+        "mrtpo",
+        num_prompts=2,
+        reward=reward_server,
+        prompts=prompts,
+        extra_args=["--reward.overlong_buffer_len", "8", "--reward.overlong_penalty_factor", "0.5"],
+    )
     (step,) = steps
     assert math.isfinite(step["policy_loss"])
     assert "reward/format/mean" in step and "reward/correctness/mean" in step
@@ -199,6 +218,8 @@ def test_mrtpo_fp32_trains_samples_and_syncs_in_fp32(setup):
     assert "--ds.param_dtype bf16 -> fp32" in log  # DeepSpeed: bf16 and fp16 disabled, HF load float32
     assert "vLLM engine dtype bfloat16 -> float32" in log and "dtype=torch.float32" in log  # vLLM's own config line
     assert checkpoint_dtypes(result.workdir / "ckpt") == {"F32"}  # the trained weights themselves
-    print(f"\nCPU e2e MRTPO fp32: total {result.total_seconds:.1f}s, step wall "
-          f"{[round(s.get('timing/step_wall', float('nan')), 1) for s in steps]}s, "
-          f"vllm_kl {[s['vllm_kl'] for s in steps]}")
+    print(
+        f"\nCPU e2e MRTPO fp32: total {result.total_seconds:.1f}s, step wall "
+        f"{[round(s.get('timing/step_wall', float('nan')), 1) for s in steps]}s, "
+        f"vllm_kl {[s['vllm_kl'] for s in steps]}"
+    )

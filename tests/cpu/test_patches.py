@@ -229,12 +229,16 @@ def ds_run_args(param_dtype="bf16"):
     )
 
 
-@pytest.mark.parametrize("choice, param_dtype, ds_bf16, torch_dtype", [
-    ("fp32", "fp32", False, torch.float32),
-    ("bf16", "bf16", True, torch.bfloat16),
-])
-def test_dtype_choice_reaches_deepspeed_config_and_hf_load(monkeypatch, tmp_path, choice, param_dtype, ds_bf16,
-                                                           torch_dtype):
+@pytest.mark.parametrize(
+    "choice, param_dtype, ds_bf16, torch_dtype",
+    [
+        ("fp32", "fp32", False, torch.float32),
+        ("bf16", "bf16", True, torch.bfloat16),
+    ],
+)
+def test_dtype_choice_reaches_deepspeed_config_and_hf_load(
+    monkeypatch, tmp_path, choice, param_dtype, ds_bf16, torch_dtype
+):
     """The real get_strategy -> DeepspeedStrategy -> DeepSpeed configs and the real Actor HF load."""
     patches.apply()
     from openrlhf.models import Actor
@@ -379,8 +383,13 @@ def test_gloo_group_moves_bf16_bytes():
     port = str(free_port())
     env = dict(os.environ, PYTHONPATH=str(REPO))
     ranks = [
-        subprocess.Popen([sys.executable, "-c", GLOO_RANK, port, str(rank)], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", GLOO_RANK, port, str(rank)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for rank in (0, 1)
     ]
     try:

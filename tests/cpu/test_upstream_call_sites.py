@@ -63,15 +63,27 @@ CALL_SITES = [
     ("openrlhf.utils.deepspeed.deepspeed_utils", "get_eval_ds_config", r'"enabled": param_dtype == "bf16"'),
     ("openrlhf.utils.utils", "convert_to_torch_dtype", r"Invalid param_dtype"),
     ("openrlhf.models.actor", "Actor.__init__", r"from openrlhf\.utils\.utils import convert_to_torch_dtype"),
-    ("openrlhf.models.model", "get_llm_for_sequence_regression",
-     r"from openrlhf\.utils\.utils import convert_to_torch_dtype"),
-    ("openrlhf.trainer.ray.ppo_actor", "PolicyModelActor.init_model_from_pretrained",
-     r"param_dtype=strategy\.args\.ds\.param_dtype"),
-    ("openrlhf.trainer.ray.launcher", "ReferenceModelActor.init_model_from_pretrained",
-     r"param_dtype=strategy\.args\.ds\.param_dtype"),
+    (
+        "openrlhf.models.model",
+        "get_llm_for_sequence_regression",
+        r"from openrlhf\.utils\.utils import convert_to_torch_dtype",
+    ),
+    (
+        "openrlhf.trainer.ray.ppo_actor",
+        "PolicyModelActor.init_model_from_pretrained",
+        r"param_dtype=strategy\.args\.ds\.param_dtype",
+    ),
+    (
+        "openrlhf.trainer.ray.launcher",
+        "ReferenceModelActor.init_model_from_pretrained",
+        r"param_dtype=strategy\.args\.ds\.param_dtype",
+    ),
     ("openrlhf.trainer.ray.vllm_engine", "create_vllm_engines", r'"dtype": "bfloat16"'),
-    ("openrlhf.trainer.ray.vllm_engine", "RolloutRayActor.__init__",
-     r"vllm\.AsyncEngineArgs\(\*args, \*\*self\.kwargs\)"),
+    (
+        "openrlhf.trainer.ray.vllm_engine",
+        "RolloutRayActor.__init__",
+        r"vllm\.AsyncEngineArgs\(\*args, \*\*self\.kwargs\)",
+    ),
     ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer.broadcast_to_vllm", r"dtype=param\.dtype"),
 ]
 

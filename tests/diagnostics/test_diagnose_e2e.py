@@ -1,4 +1,5 @@
 """End-to-end runs of ``python -m mrtpo_openrlhf.diagnose`` on a tiny random model."""
+
 import json
 from pathlib import Path
 
@@ -6,7 +7,8 @@ import pytest
 
 from mrtpo_openrlhf.data.jsonl import read_jsonl, write_jsonl
 from mrtpo_openrlhf.diagnostics.cli import main
-from mrtpo_openrlhf.diagnostics.runner import DEFAULT_DATA
+
+DATA = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data"
 
 SQL_GOOD = "<think>\nCount the rows of books.\n</think>\n```sql\nSELECT count(*) FROM books\n```"
 SQL_BAD = "I think the answer is\n```sql\nSELECT nme, title FROM books WHERE\n```"
@@ -14,7 +16,7 @@ END = "Is there anything else I can help with?"
 
 
 def test_sql_responses_write_all_files(tmp_path, tiny_model_dir):
-    row = read_jsonl(DEFAULT_DATA["sql"])[0]  # "How many books are there?"
+    row = read_jsonl(DATA / "sql" / "train_mini.jsonl")[0]  # "How many books are there?"
     responses = tmp_path / "responses.jsonl"
     write_jsonl(
         responses, [{"prompt": row["prompt"], "response": r, "label": row["label"]} for r in (SQL_GOOD, SQL_BAD)]
@@ -61,8 +63,10 @@ def test_instruction_target_span_through_pipeline(tmp_path, tiny_model_dir):
         f"Write about rain. Finish your response with this exact phrase {END}. "
         "No other words should follow this phrase."
     )
-    label = {"instruction_id_list": ["startend:end_checker", "punctuation:no_comma"],
-             "kwargs": [{"end_phrase": END}, {}]}
+    label = {
+        "instruction_id_list": ["startend:end_checker", "punctuation:no_comma"],
+        "kwargs": [{"end_phrase": END}, {}],
+    }
     responses = tmp_path / "r.jsonl"
     write_jsonl(responses, [{"prompt": prompt, "response": f"Rain falls softly.\n{END}", "label": label}])
     out = tmp_path / "out"
@@ -92,8 +96,20 @@ def test_bad_inputs_fail_clearly(tmp_path, tiny_model_dir, capsys):
 @pytest.mark.slow
 def test_generation_on_tiny_model(tmp_path, tiny_model_dir):
     out = tmp_path / "gen"
-    args = ["--model", str(tiny_model_dir), "--data", "tool", "--out", str(out), "--limit", "2",
-            "--samples-per-prompt", "2", "--max-new-tokens", "12"]
+    args = [
+        "--model",
+        str(tiny_model_dir),
+        "--data",
+        "tool",
+        "--out",
+        str(out),
+        "--limit",
+        "2",
+        "--samples-per-prompt",
+        "2",
+        "--max-new-tokens",
+        "12",
+    ]
     assert main(args) == 0
     recs = read_jsonl(out / "relevance.jsonl")
     assert len({r["response_index"] for r in recs}) == 4
@@ -108,13 +124,16 @@ def test_empty_response_and_given_ids(tmp_path, tiny_model_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
-    row = read_jsonl(DEFAULT_DATA["tool"])[0]
+    row = read_jsonl(DATA / "tool" / "train_mini.jsonl")[0]
     ids = tok("<think>ok</think><tool_call>[]</tool_call>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     responses = tmp_path / "r.jsonl"
-    write_jsonl(responses, [
-        {"prompt": row["prompt"], "response": "", "label": row["label"]},
-        {"prompt": row["prompt"], "response": "ignored", "response_ids": ids, "label": row["label"]},
-    ])
+    write_jsonl(
+        responses,
+        [
+            {"prompt": row["prompt"], "response": "", "label": row["label"]},
+            {"prompt": row["prompt"], "response": "ignored", "response_ids": ids, "label": row["label"]},
+        ],
+    )
     out = tmp_path / "out"
     assert main(["--model", str(tiny_model_dir), "--responses", str(responses), "--out", str(out)]) == 0
     recs = read_jsonl(out / "relevance.jsonl")

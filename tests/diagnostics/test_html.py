@@ -1,4 +1,5 @@
 """The page escapes every piece of model and data text."""
+
 import re
 
 import pytest
@@ -33,10 +34,23 @@ def test_heatmap_rejects_mismatched_lengths():
 def test_page_escapes_prompt_block_reason_and_names():
     q = [0.5, 0.25, 0.0, 0.1, 0.0, 0.05]
     stats = pair_stats(q, {})
-    reward = {"name": "<b>fmt</b>", "value": 0.0, "reason": "found <think> & </think>", "block": "<script>x</script>",
-              "q": q, "stats": stats, "span_masks": {}}
-    resp = {"prompt_index": 0, "sample": 0, "prompt": "<|im_start|>user\n<img src=x onerror=alert(1)>",
-            "response_text": "".join(NASTY), "tokens": NASTY, "rewards": [reward]}
+    reward = {
+        "name": "<b>fmt</b>",
+        "value": 0.0,
+        "reason": "found <think> & </think>",
+        "block": "<script>x</script>",
+        "q": q,
+        "stats": stats,
+        "span_masks": {},
+    }
+    resp = {
+        "prompt_index": 0,
+        "sample": 0,
+        "prompt": "<|im_start|>user\n<img src=x onerror=alert(1)>",
+        "response_text": "".join(NASTY),
+        "tokens": NASTY,
+        "rewards": [reward],
+    }
     summary = summarize([{"reward": "<b>fmt</b>", "value": 0.0, "stats": stats}])
     page = render_page(summary, [resp], {"model": "<m>", "data": "a&b"})
     body = page.split("</style>", 1)[1]

@@ -1,4 +1,5 @@
 """``python -m mrtpo_openrlhf.plot`` on synthetic metrics files."""
+
 import json
 
 from mrtpo_openrlhf.plot import main, read_metrics, select_keys
@@ -13,8 +14,13 @@ def _write(path, rows, torn_tail=False):
 def _rows(speed, mrtpo):
     rows = []
     for s in range(1, 16):
-        r = {"step": s, "reward/format/mean": min(1.0, speed * s), "reward/execution/mean": speed * s / 3,
-             "mrtpo/beta": min(s / 10, 1) * 0.5, "note": "text is ignored"}
+        r = {
+            "step": s,
+            "reward/format/mean": min(1.0, speed * s),
+            "reward/execution/mean": speed * s / 3,
+            "mrtpo/beta": min(s / 10, 1) * 0.5,
+            "note": "text is ignored",
+        }
         if mrtpo:
             r["mrtpo/replayed_pairs_frac"] = 0.2 - 0.005 * s
             r["mrtpo/replay_share_of_step"] = 0.15
@@ -37,7 +43,10 @@ def test_key_selection_and_reading(tmp_path):
     rows = read_metrics(tmp_path / "a.jsonl")
     assert len(rows) == 15 and "note" not in rows[0]
     assert select_keys([rows], ["reward/*/mean", "mrtpo/beta", "missing/key"]) == [
-        "reward/execution/mean", "reward/format/mean", "mrtpo/beta"]
+        "reward/execution/mean",
+        "reward/format/mean",
+        "mrtpo/beta",
+    ]
 
 
 def test_errors(tmp_path, capsys):

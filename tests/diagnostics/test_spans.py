@@ -1,4 +1,5 @@
 """Span locators on hand-written responses, and the character -> token mapping."""
+
 import pytest
 
 from mrtpo_openrlhf.diagnostics.spans import (
@@ -17,9 +18,11 @@ def texts(text, spans):
     return [text[s:e] for s, e in spans]
 
 
-SQL_RESPONSE = ("<think>\nCount per author; use a subquery.\n</think>\n```sql\n"
-                "SELECT a.name, count(*) AS n FROM authors AS a WHERE a.id IN (SELECT author_id FROM books)\n"
-                "GROUP BY a.name\n```<|im_end|>")
+SQL_RESPONSE = (
+    "<think>\nCount per author; use a subquery.\n</think>\n```sql\n"
+    "SELECT a.name, count(*) AS n FROM authors AS a WHERE a.id IN (SELECT author_id FROM books)\n"
+    "GROUP BY a.name\n```<|im_end|>"
+)
 
 
 def test_tags_in_sql_response():
@@ -30,12 +33,15 @@ def test_select_columns():
     assert texts(SQL_RESPONSE, select_column_spans(SQL_RESPONSE)) == ["a.name, count(*) AS n"]
 
 
-@pytest.mark.parametrize("sql, expected", [
-    ("SELECT DISTINCT title FROM books", "title"),
-    ("select (SELECT max(price) FROM books), 'from' from books", "(SELECT max(price) FROM books), 'from'"),
-    ("SELECT 1;", "1"),
-    ("WITH x AS (SELECT a FROM t) SELECT b , c FROM x", "b , c"),
-])
+@pytest.mark.parametrize(
+    "sql, expected",
+    [
+        ("SELECT DISTINCT title FROM books", "title"),
+        ("select (SELECT max(price) FROM books), 'from' from books", "(SELECT max(price) FROM books), 'from'"),
+        ("SELECT 1;", "1"),
+        ("WITH x AS (SELECT a FROM t) SELECT b , c FROM x", "b , c"),
+    ],
+)
 def test_select_columns_variants(sql, expected):
     text = f"<think>ok</think>\n```sql\n{sql}\n```"
     assert texts(text, select_column_spans(text)) == [expected]
@@ -45,21 +51,30 @@ def test_select_columns_absent():
     assert select_column_spans("<think>no query</think> sorry") == []
 
 
-TOOL_RESPONSE = ('<think>Use <tool_call> for weather.</think>\n<tool_call>\n'
-                 '{"name": "get_weather", "arguments": {"city": "Paris, FR", "days": 3, '
-                 '"opts": {"unit": ["C", "F"]}}}\n</tool_call>')
+TOOL_RESPONSE = (
+    "<think>Use <tool_call> for weather.</think>\n<tool_call>\n"
+    '{"name": "get_weather", "arguments": {"city": "Paris, FR", "days": 3, '
+    '"opts": {"unit": ["C", "F"]}}}\n</tool_call>'
+)
 
 
 def test_tool_arguments_single_call():
     assert texts(TOOL_RESPONSE, tool_argument_spans(TOOL_RESPONSE)) == ['"Paris, FR"', "3", '{"unit": ["C", "F"]}']
     # tags inside the reasoning are tags too (the format verifier counts them)
-    assert texts(TOOL_RESPONSE, tag_spans(TOOL_RESPONSE)) == ["<think>", "<tool_call>", "</think>", "<tool_call>",
-                                                              "</tool_call>"]
+    assert texts(TOOL_RESPONSE, tag_spans(TOOL_RESPONSE)) == [
+        "<think>",
+        "<tool_call>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+    ]
 
 
 def test_tool_arguments_parallel_calls_and_invalid_json():
-    text = ('<think>x</think><tool_call>[{"name": "a", "arguments": {"x": 1.5}}, '
-            '{"name": "b", "arguments": {"y": null, "z": "s"}}]</tool_call>')
+    text = (
+        '<think>x</think><tool_call>[{"name": "a", "arguments": {"x": 1.5}}, '
+        '{"name": "b", "arguments": {"y": null, "z": "s"}}]</tool_call>'
+    )
     assert texts(text, tool_argument_spans(text)) == ["1.5", "null", '"s"']
     assert tool_argument_spans('<think>x</think><tool_call>{"name": "a", "arguments": {"x": 1,}}</tool_call>') == []
     assert tool_argument_spans("<think>x</think> no call") == []
@@ -68,19 +83,35 @@ def test_tool_arguments_parallel_calls_and_invalid_json():
 END = "Is there anything else I can help with?"
 
 
-@pytest.mark.parametrize("text, iid, kwargs, expected", [
-    (f"Rain falls.\n{END}<|im_end|>", "startend:end_checker", {"end_phrase": END}, [END]),
-    (f"<think>{END}</think>Answer. is there anything else i can help with?", "startend:end_checker",
-     {"end_phrase": END}, ["is there anything else i can help with?"]),
-    ("<<A Poem>>\nRain <<not>> here", "detectable_format:title", {}, ["<<A Poem>>"]),
-    ("Body text.\n\nP.S. see you\n<|im_end|>", "detectable_content:postscript", {"postscript_marker": "P.S."},
-     ["P.S. see you"]),
-    ("Blue sky, BLUE sea, and rain.", "keywords:existence", {"keywords": ["blue", "rain"]}, ["Blue", "BLUE", "rain"]),
-    ('"All wrapped."<|im_end|>', "startend:quotation", {}, ['"', '"']),
-    ("Training in the rain.", "keywords:forbidden_words", {"forbidden_words": ["rain"]}, ["rain"]),
-    ("No end phrase here.", "startend:end_checker", {"end_phrase": END}, []),
-    ("Anything.", "punctuation:no_comma", {}, []),
-])
+@pytest.mark.parametrize(
+    "text, iid, kwargs, expected",
+    [
+        (f"Rain falls.\n{END}<|im_end|>", "startend:end_checker", {"end_phrase": END}, [END]),
+        (
+            f"<think>{END}</think>Answer. is there anything else i can help with?",
+            "startend:end_checker",
+            {"end_phrase": END},
+            ["is there anything else i can help with?"],
+        ),
+        ("<<A Poem>>\nRain <<not>> here", "detectable_format:title", {}, ["<<A Poem>>"]),
+        (
+            "Body text.\n\nP.S. see you\n<|im_end|>",
+            "detectable_content:postscript",
+            {"postscript_marker": "P.S."},
+            ["P.S. see you"],
+        ),
+        (
+            "Blue sky, BLUE sea, and rain.",
+            "keywords:existence",
+            {"keywords": ["blue", "rain"]},
+            ["Blue", "BLUE", "rain"],
+        ),
+        ('"All wrapped."<|im_end|>', "startend:quotation", {}, ['"', '"']),
+        ("Training in the rain.", "keywords:forbidden_words", {"forbidden_words": ["rain"]}, ["rain"]),
+        ("No end phrase here.", "startend:end_checker", {"end_phrase": END}, []),
+        ("Anything.", "punctuation:no_comma", {}, []),
+    ],
+)
 def test_constraint_targets(text, iid, kwargs, expected):
     assert texts(text, constraint_target_spans(text, iid, kwargs)) == expected
 

@@ -1,4 +1,5 @@
 """Localization statistics on hand-built relevance profiles, with exact expected numbers."""
+
 import math
 
 import pytest
@@ -53,7 +54,7 @@ def _rec(name, value, q, mask):
 
 
 def test_aggregate_ratio_is_ratio_of_mean_shares():
-    a = _rec("r", 1.0, [1, 1, 2], [False, False, True])        # dist 0.5 on 1/3 of the tokens
+    a = _rec("r", 1.0, [1, 1, 2], [False, False, True])  # dist 0.5 on 1/3 of the tokens
     b = _rec("r", 0.0, [1, 0, 0, 0], [True, True, False, False])  # dist 1.0 on 1/2 of the tokens
     row = aggregate([a, b])
     assert row["pairs"] == 2 and row["replayed"] == 2

@@ -1,4 +1,5 @@
 """Helpers for the evaluation-harness tests: run the CLI in-process on small hand-checked fixtures."""
+
 import json
 import shutil
 from pathlib import Path
@@ -65,5 +66,10 @@ def kit():
     """The helpers above as one object (test modules cannot import conftest under --import-mode=importlib)."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(write_jsonl=write_jsonl, read_records=read_records, read_records_list=read_records_list,
-                           read_summary=read_summary, make_spider_dir=make_spider_dir)
+    return SimpleNamespace(
+        write_jsonl=write_jsonl,
+        read_records=read_records,
+        read_records_list=read_records_list,
+        read_summary=read_summary,
+        make_spider_dir=make_spider_dir,
+    )

@@ -17,8 +17,22 @@ def test_tiny_model_end_to_end(tmp_path, run_cli, kit):
     from mrtpo_openrlhf.models import make_tiny_model
 
     model = make_tiny_model(tmp_path / "tiny", arch="llama")
-    code, out = run_cli("--benchmark", "bird", "--benchmark", "muldimif", "--model", model, "--limit", "2",
-                        "--max-new-tokens", "6", "--batch-size", "2", "--backend", "transformers")
+    code, out = run_cli(
+        "--benchmark",
+        "bird",
+        "--benchmark",
+        "muldimif",
+        "--model",
+        model,
+        "--limit",
+        "2",
+        "--max-new-tokens",
+        "6",
+        "--batch-size",
+        "2",
+        "--backend",
+        "transformers",
+    )
     assert code == 0
     for bench in ("bird", "muldimif"):
         records = kit.read_records(out, bench)

@@ -1,4 +1,5 @@
 """IFEval, IFBench, MulDimIF, BFCL scoring through ``--predictions``, the combined table, and bad inputs."""
+
 import json
 from importlib.resources import files
 from pathlib import Path
@@ -82,8 +83,16 @@ def _tool(payload) -> str:
 BFCL_CASES = [  # (id, response, verdict), against the installed BFCL v4 data
     ("simple_python_0", _tool({"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}), True),
     ("simple_python_1", _tool({"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}), False),
-    ("parallel_0", _tool([{"name": "spotify.play", "arguments": {"artist": "Maroon 5", "duration": 15}},
-                          {"name": "spotify.play", "arguments": {"artist": "taylor swift", "duration": 20}}]), True),
+    (
+        "parallel_0",
+        _tool(
+            [
+                {"name": "spotify.play", "arguments": {"artist": "Maroon 5", "duration": 15}},
+                {"name": "spotify.play", "arguments": {"artist": "taylor swift", "duration": 20}},
+            ]
+        ),
+        True,
+    ),
     ("parallel_1", _tool([]), False),
     ("irrelevance_0", _tool([]), True),
     ("irrelevance_1", _tool({"name": "determine_body_mass_index", "arguments": {"weight": 1.0, "height": 2.0}}), False),
@@ -92,8 +101,20 @@ BFCL_CASES = [  # (id, response, verdict), against the installed BFCL v4 data
 
 def test_bfcl(tmp_path, run_cli, kit):
     preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"id": i, "response": r} for i, r, _ in BFCL_CASES])
-    code, out = run_cli("--benchmark", "bfcl", "--predictions", preds, "--limit", "2", "--bfcl-category",
-                        "simple_python", "--bfcl-category", "parallel", "--bfcl-category", "irrelevance")
+    code, out = run_cli(
+        "--benchmark",
+        "bfcl",
+        "--predictions",
+        preds,
+        "--limit",
+        "2",
+        "--bfcl-category",
+        "simple_python",
+        "--bfcl-category",
+        "parallel",
+        "--bfcl-category",
+        "irrelevance",
+    )
     assert code == 0
     records = kit.read_records(out, "bfcl")
     for i, _, expected in BFCL_CASES:
@@ -107,11 +128,14 @@ def test_bfcl(tmp_path, run_cli, kit):
 
 def test_bfcl_reference_calls_score_full_marks_on_a_category(tmp_path, run_cli, kit):
     items = load_bfcl("simple_python")[:40]
-    rows = [{"id": it.id, "response": "<think>x</think>" + render_calls(reference_calls(it.ground_truth, it.functions))}
-            for it in items]
+    rows = [
+        {"id": it.id, "response": "<think>x</think>" + render_calls(reference_calls(it.ground_truth, it.functions))}
+        for it in items
+    ]
     preds = kit.write_jsonl(tmp_path / "p.jsonl", rows)
-    code, out = run_cli("--benchmark", "bfcl", "--bfcl-category", "simple_python", "--limit", "40",
-                        "--predictions", preds)
+    code, out = run_cli(
+        "--benchmark", "bfcl", "--bfcl-category", "simple_python", "--limit", "40", "--predictions", preds
+    )
     assert code == 0
     assert kit.read_summary(out)["benchmarks"]["bfcl"]["by_category"]["simple_python"]["accuracy"] == 100.0
 
@@ -177,12 +201,20 @@ def test_unsupported_instructions_reported_separately(tmp_path, run_cli, kit):
         pytest.skip("an NLTK POS tagger is installed here: words:start_verb is supported")
     data_dir = tmp_path / "ifbench"
     data_dir.mkdir()
-    rows = [{"key": k, "prompt": f"p{k}", "instruction_id_list": ["words:start_verb", "count:numbers"],
-             "kwargs": [{}, {"N": 2}]} for k in ("a", "b", "c")]
+    rows = [
+        {
+            "key": k,
+            "prompt": f"p{k}",
+            "instruction_id_list": ["words:start_verb", "count:numbers"],
+            "kwargs": [{}, {"N": 2}],
+        }
+        for k in ("a", "b", "c")
+    ]
     kit.write_jsonl(data_dir / "IFBench_test.jsonl", rows)
     # a: 2 numbers (followed), b: 3 numbers (not followed), c: no prediction
-    preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "response": "Go 1 to 2."},
-                                                   {"id": "b", "response": "Go 1 to 2 or 3."}])
+    preds = kit.write_jsonl(
+        tmp_path / "p.jsonl", [{"id": "a", "response": "Go 1 to 2."}, {"id": "b", "response": "Go 1 to 2 or 3."}]
+    )
     code, out = run_cli("--benchmark", "ifbench", "--data-dir", data_dir, "--predictions", preds)
     assert code == 0
     summary = kit.read_summary(out)["benchmarks"]["ifbench"]

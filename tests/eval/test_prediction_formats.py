@@ -1,10 +1,12 @@
 """Prediction files in the formats people already have, samples (pass@k), partial-run coverage, bad ids."""
+
 import json
 from math import comb
 from pathlib import Path
 
 import pytest
 
+from mrtpo_openrlhf.data.jsonl import read_jsonl
 from mrtpo_openrlhf.evaluation.predictions import parse_openai_tool_calls, parse_python_calls
 
 BIRD_SQL = {  # bundled BIRD mini: question_id -> (prediction, verdict checked by hand)
@@ -37,8 +39,9 @@ def test_bird_json_on_the_wrong_database_is_an_error(tmp_path, run_cli, capsys):
 
 
 def test_spider_official_one_query_per_line(tmp_path, run_cli, kit):
-    items = [{"db_id": "school", "question": f"q{i}", "query": "SELECT name FROM students ORDER BY name"}
-             for i in range(3)]
+    items = [
+        {"db_id": "school", "question": f"q{i}", "query": "SELECT name FROM students ORDER BY name"} for i in range(3)
+    ]
     data = kit.make_spider_dir(tmp_path / "spider", items)
     # line 2 carries the gold file's "\tdb_id" tail, which the official reader drops; blank lines are skipped
     sql = "SELECT name FROM students ORDER BY name\n\nSELECT name FROM students\tschool\n"
@@ -57,8 +60,13 @@ def test_ifeval_rows_keyed_by_prompt_text(tmp_path, run_cli, kit):
     fixture = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf/data/eval_fixtures/ifeval/input_data.jsonl"
     rows = [json.loads(line) for line in fixture.read_text(encoding="utf-8").splitlines()]
     # the official shape: {"prompt", "response"}; the second prompt with spaces around it (allenai/IFBench strips)
-    preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"prompt": rows[0]["prompt"], "response": "Rain falls softly."},
-                                                   {"prompt": "  " + rows[1]["prompt"] + " ", "response": "x"}])
+    preds = kit.write_jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {"prompt": rows[0]["prompt"], "response": "Rain falls softly."},
+            {"prompt": "  " + rows[1]["prompt"] + " ", "response": "x"},
+        ],
+    )
     code, out = run_cli("--benchmark", "ifeval", "--predictions", preds)
     assert code == 0
     records = kit.read_records(out, "ifeval")
@@ -84,16 +92,24 @@ def test_unknown_ids_error_names_the_first_in_file_order(tmp_path, run_cli, kit,
 
 # ----------------------------------------------------------------------------------------------- BFCL
 def test_python_call_list_parsed_without_eval():
-    parsed = parse_python_calls("```\n[get_weather(city='Paris', days=-2), "
-                                "math.hypot(x=3*2, y=[1, 2.5], z={'a': None})]\n```")
+    parsed = parse_python_calls(
+        "```\n[get_weather(city='Paris', days=-2), math.hypot(x=3*2, y=[1, 2.5], z={'a': None})]\n```"
+    )
     assert parsed.ok
     assert [(c.name, c.arguments) for c in parsed.calls] == [
-        ("get_weather", {"city": "Paris", "days": -2}), ("math.hypot", {"x": 6, "y": [1, 2.5], "z": {"a": None}})]
+        ("get_weather", {"city": "Paris", "days": -2}),
+        ("math.hypot", {"x": 6, "y": [1, 2.5], "z": {"a": None}}),
+    ]
     assert parse_python_calls("f(x=1)").calls[0].arguments == {"x": 1}  # brackets added, as BFCL does
     # a nested call without keywords stays text, as in BFCL's decoder: nothing is ever executed
     assert parse_python_calls("[f(x=(lambda: 1)())]").calls[0].arguments == {"x": "(lambda: 1)()"}
-    for bad in ("[__import__('os').system('echo hi')]", "[f(x=lambda: 1)]", "[f(x=2**1000000)]", "hello there",
-                "[f(1)]"):
+    for bad in (
+        "[__import__('os').system('echo hi')]",
+        "[f(x=lambda: 1)]",
+        "[f(x=2**1000000)]",
+        "hello there",
+        "[f(1)]",
+    ):
         assert not parse_python_calls(bad).ok, bad
 
 
@@ -107,16 +123,40 @@ def test_bfcl_formats_score_like_the_project_layout(tmp_path, run_cli, kit):
     rows = [
         {"id": "simple_python_0", "response": "[calculate_triangle_area(base=10, height=5)]"},  # BFCL prompt mode
         {"id": "simple_python_1", "result": "[calculate_triangle_area(base=10, height=5)]"},  # BFCL result field
-        {"id": "parallel_0", "tool_calls": [  # OpenAI style
-            {"type": "function", "function": {"name": "spotify.play",
-                                              "arguments": json.dumps({"artist": "Maroon 5", "duration": 15})}},
-            {"type": "function", "function": {"name": "spotify.play",
-                                              "arguments": json.dumps({"artist": "taylor swift", "duration": 20})}}]},
+        {
+            "id": "parallel_0",
+            "tool_calls": [  # OpenAI style
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "spotify.play",
+                        "arguments": json.dumps({"artist": "Maroon 5", "duration": 15}),
+                    },
+                },
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "spotify.play",
+                        "arguments": json.dumps({"artist": "taylor swift", "duration": 20}),
+                    },
+                },
+            ],
+        },
         {"id": "parallel_1", "result": [{"spotify.play": json.dumps({"artist": "Maroon 5", "duration": 15})}]},
     ]
     preds = kit.write_jsonl(tmp_path / "p.jsonl", rows)
-    code, out = run_cli("--benchmark", "bfcl", "--predictions", preds, "--bfcl-category", "simple_python",
-                        "--bfcl-category", "parallel", "--bfcl-category", "multiple")
+    code, out = run_cli(
+        "--benchmark",
+        "bfcl",
+        "--predictions",
+        preds,
+        "--bfcl-category",
+        "simple_python",
+        "--bfcl-category",
+        "parallel",
+        "--bfcl-category",
+        "multiple",
+    )
     assert code == 0
     records = kit.read_records(out, "bfcl")
     assert records["simple_python_0"]["verdict"] is True
@@ -159,8 +199,9 @@ def test_responses_list_is_samples_and_plain_repeat_is_a_duplicate(tmp_path, run
     preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"id": "m1", "responses": ["a", "b", "c"]}])
     code, out = run_cli("--benchmark", "muldimif", "--predictions", preds)
     assert code == 0 and kit.read_summary(out)["benchmarks"]["muldimif"]["samples"]["n_min"] == 3
-    preds = kit.write_jsonl(tmp_path / "q.jsonl", [{"id": "m1", "sample": 0, "response": "a"},
-                                                   {"id": "m1", "response": "b"}])
+    preds = kit.write_jsonl(
+        tmp_path / "q.jsonl", [{"id": "m1", "sample": 0, "response": "a"}, {"id": "m1", "response": "b"}]
+    )
     code, _ = run_cli("--benchmark", "muldimif", "--predictions", preds)
     assert code == 2 and "duplicate prediction" in capsys.readouterr().err
 
@@ -170,3 +211,31 @@ def test_jsonl_with_a_byte_order_mark(tmp_path, run_cli, kit):
     path.write_text("\ufeff" + json.dumps({"id": "0", "sql": BIRD_SQL["0"][0]}) + "\n", encoding="utf-8")
     code, out = run_cli("--benchmark", "bird", "--predictions", path)
     assert code == 0 and kit.read_records(out, "bird")["0"]["verdict"] is True
+
+
+def test_jsonl_errors_name_the_file_and_line(tmp_path, run_cli, capsys):
+    path = tmp_path / "p.jsonl"
+    good = json.dumps({"id": "0", "sql": BIRD_SQL["0"][0]})
+    path.write_text(good + "\n\n" + '{"id": "1", "sql": \n', encoding="utf-8")
+    code, _ = run_cli("--benchmark", "bird", "--predictions", path)
+    err = capsys.readouterr().err
+    assert code == 2 and f"{path}:3: invalid JSON" in err
+    path.write_text(good + "\n" + json.dumps(["not", "an", "object"]) + "\n", encoding="utf-8")
+    code, _ = run_cli("--benchmark", "bird", "--predictions", path)
+    err = capsys.readouterr().err
+    assert code == 2 and f"{path}:2: expected a JSON object" in err
+    path.write_text(good + "\n" + json.dumps({"id": "1", "sql": "SELECT 1"}) + "\n", encoding="utf-8")
+    code, _ = run_cli("--benchmark", "bird", "--benchmark", "spider", "--predictions", path)
+    err = capsys.readouterr().err
+    assert code == 2 and f"{path}:1: no 'benchmark' field" in err
+
+
+def test_jsonl_row_with_a_line_separator_inside_a_string(tmp_path, run_cli, kit):
+    # U+2028 is legal inside a JSON string; a reader splitting with str.splitlines() cut this row in two
+    path = tmp_path / "p.jsonl"
+    row = {"id": "m1", "response": "The ocean stretches blue\u2028and endless under the sky."}
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    code, out = run_cli("--benchmark", "muldimif", "--predictions", path)
+    assert code == 0
+    records = {r["id"]: r for r in read_jsonl(out / "muldimif.records.jsonl")}  # the response keeps its U+2028
+    assert records["m1"]["constraint_results"] == [True, True]

@@ -14,6 +14,7 @@ Each case is one ``reward_func`` call, the way OpenRLHF makes it: ``(task, query
 families that scale (the benchmark uses the response bound and 1 MB, the CI tests something smaller).
 ``workdir`` receives the small SQLite databases the ``sql_compare`` cases need.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,6 +42,7 @@ class Case:
 # ----------------------------------------------------------------------------------------------------- payloads
 def floods(size: int) -> dict[str, str]:
     """Texts of ``size`` characters built to hit one regex shape each."""
+
     def rep(unit: str) -> str:
         return (unit * (size // len(unit) + 1))[:size]
 
@@ -85,15 +87,15 @@ SQL_STRING_BOMBS = {
     "instr_quadratic": "SELECT instr(hex(zeroblob(4000000)), hex(zeroblob(2000000)) || '1')",
     "replace_quadratic": "SELECT length(replace(hex(zeroblob(4000000)), hex(zeroblob(1000000)) || '1', 'x'))",
     "like_recursive": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 50) "
-                      "SELECT count(*) FROM c WHERE hex(zeroblob(1000000)) LIKE '%0%0%0%0%0%1'",
+    "SELECT count(*) FROM c WHERE hex(zeroblob(1000000)) LIKE '%0%0%0%0%0%1'",
     "wide_row": "SELECT " + ", ".join(f"zeroblob(10000000) AS c{i}" for i in range(200)),
     "wide_row_strings": "SELECT " + ", ".join(f"printf('%.*c', 9000000, 'x') AS c{i}" for i in range(200)),
     "many_big_rows": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 5000) "
-                     "SELECT x, zeroblob(1000000) FROM c",
+    "SELECT x, zeroblob(1000000) FROM c",
     "sort_big_rows": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 2000) "
-                     "SELECT hex(zeroblob(1000000)) || x AS v FROM c ORDER BY v",
+    "SELECT hex(zeroblob(1000000)) || x AS v FROM c ORDER BY v",
     "group_concat_big": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100000) "
-                        "SELECT length(group_concat(hex(zeroblob(1000)))) FROM c",
+    "SELECT length(group_concat(hex(zeroblob(1000)))) FROM c",
     "printf_width": "SELECT printf('%999999999c', 'x')",
     "char_many": "SELECT length(char(" + ",".join(["65"] * 10000) + "))",
 }
@@ -104,17 +106,15 @@ _NEAR_LIMIT = "hex(zeroblob(499000 - x % 2))"  # 998,000 characters, recomputed 
 SQL_AT_THE_BOUNDS = {
     "runaway_recursion": "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
     "runaway_cross_join": "SELECT count(*) FROM students a, students b, students c, students d, students e, "
-                          "students f, students g, students h",
-    "like_99_byte_pattern_rows":
-        _ROWS + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} LIKE '%' || hex(zeroblob(48)) || '1'",
-    "glob_99_byte_pattern_rows":
-        _ROWS + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} GLOB '*' || hex(zeroblob(48)) || '1'",
-    "instr_under_guard_rows":
-        _ROWS + f"SELECT count(*) FROM c WHERE instr({_NEAR_LIMIT}, hex(zeroblob(249)) || '1')",
-    "replace_under_guard_rows":
-        _ROWS + f"SELECT sum(length(replace({_NEAR_LIMIT}, hex(zeroblob(249)) || '1', 'x'))) FROM c",
-    "trim_under_guard_rows":
-        _ROWS + f"SELECT sum(length(trim({_NEAR_LIMIT}, hex(zeroblob(249)) || 'x'))) FROM c",
+    "students f, students g, students h",
+    "like_99_byte_pattern_rows": _ROWS
+    + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} LIKE '%' || hex(zeroblob(48)) || '1'",
+    "glob_99_byte_pattern_rows": _ROWS
+    + f"SELECT count(*) FROM c WHERE {_NEAR_LIMIT} GLOB '*' || hex(zeroblob(48)) || '1'",
+    "instr_under_guard_rows": _ROWS + f"SELECT count(*) FROM c WHERE instr({_NEAR_LIMIT}, hex(zeroblob(249)) || '1')",
+    "replace_under_guard_rows": _ROWS
+    + f"SELECT sum(length(replace({_NEAR_LIMIT}, hex(zeroblob(249)) || '1', 'x'))) FROM c",
+    "trim_under_guard_rows": _ROWS + f"SELECT sum(length(trim({_NEAR_LIMIT}, hex(zeroblob(249)) || 'x'))) FROM c",
     "sort_at_memory_bound": _ROWS + f"SELECT {_NEAR_LIMIT} || x AS v FROM c ORDER BY v LIMIT 1",
     "group_by_big_keys": _ROWS + f"SELECT count(*) FROM (SELECT {_NEAR_LIMIT} || x AS v FROM c GROUP BY v)",
     "wide_row_at_column_bound": "SELECT " + ", ".join(f"zeroblob(999999) AS c{i}" for i in range(200)),
@@ -123,21 +123,32 @@ SQL_AT_THE_BOUNDS = {
 
 
 def sql_cases(size: int) -> list[Case]:
-    cases = [Case("sql_exec", name, "sql", sql_response(q), SQL_PROMPT, SCHOOL)
-             for name, q in {**SQL_STRING_BOMBS, **SQL_AT_THE_BOUNDS}.items()]
+    cases = [
+        Case("sql_exec", name, "sql", sql_response(q), SQL_PROMPT, SCHOOL)
+        for name, q in {**SQL_STRING_BOMBS, **SQL_AT_THE_BOUNDS}.items()
+    ]
     n_in = max(1, size // 8)
-    cases.append(Case("sql_exec", "in_list", "sql",
-                      sql_response("SELECT name FROM students WHERE id IN (" + ",".join(["1234567"] * n_in) + ")"),
-                      SQL_PROMPT, SCHOOL))
-    cases.append(Case("sql_exec", "big_literal", "sql", sql_response("SELECT '" + "a" * (size - 40) + "'"),
-                      SQL_PROMPT, SCHOOL))
-    cases.append(Case("sql_exec", "many_statements", "sql", sql_response("SELECT 1;" * (size // 10)), SQL_PROMPT,
-                      SCHOOL))
-    cases.append(Case("sql_exec", "unclosed_comment", "sql", sql_response("SELECT 1 /*" + " " * (size - 40)),
-                      SQL_PROMPT, SCHOOL))
+    cases.append(
+        Case(
+            "sql_exec",
+            "in_list",
+            "sql",
+            sql_response("SELECT name FROM students WHERE id IN (" + ",".join(["1234567"] * n_in) + ")"),
+            SQL_PROMPT,
+            SCHOOL,
+        )
+    )
+    cases.append(
+        Case("sql_exec", "big_literal", "sql", sql_response("SELECT '" + "a" * (size - 40) + "'"), SQL_PROMPT, SCHOOL)
+    )
+    cases.append(
+        Case("sql_exec", "many_statements", "sql", sql_response("SELECT 1;" * (size // 10)), SQL_PROMPT, SCHOOL)
+    )
+    cases.append(
+        Case("sql_exec", "unclosed_comment", "sql", sql_response("SELECT 1 /*" + " " * (size - 40)), SQL_PROMPT, SCHOOL)
+    )
     deep = "SELECT " + "(" * (size // 2) + "1" + ")" * (size // 2)
-    cases.append(Case("sql_exec", "deep_parens", "sql", sql_response(deep),
-                      SQL_PROMPT, SCHOOL))
+    cases.append(Case("sql_exec", "deep_parens", "sql", sql_response(deep), SQL_PROMPT, SCHOOL))
     f = floods(size)
     layouts = {
         "ws_in_sql_block": sql_response("SELECT name FROM students" + f["spaces"] + "x"),
@@ -183,8 +194,14 @@ def sql_compare_cases(workdir: Path, rows: int = 1000, cols: int = 8) -> list[Ca
     ordered = {"db_path": str(db), "gold": f"SELECT {cols_sql} FROM g ORDER BY id", "mode": "spider"}
     bag = {"db_path": str(db), "gold": f"SELECT {cols_sql} FROM g", "mode": "spider"}
     return [
-        Case("sql_compare", "shared_values_ordered", "sql", sql_response(f"SELECT {cols_sql} FROM p ORDER BY id"), "",
-             ordered),
+        Case(
+            "sql_compare",
+            "shared_values_ordered",
+            "sql",
+            sql_response(f"SELECT {cols_sql} FROM p ORDER BY id"),
+            "",
+            ordered,
+        ),
         Case("sql_compare", "shared_values_bag", "sql", sql_response(f"SELECT {cols_sql} FROM p"), "", bag),
         Case("sql_compare", "shared_values_match", "sql", sql_response(f"SELECT {cols_sql} FROM g"), "", bag),
     ]
@@ -226,9 +243,12 @@ def instruction_kwargs() -> dict[str, dict]:
     from mrtpo_openrlhf.verifiers.instructions import base, build_checker
 
     found: dict[str, dict] = {}
-    sources = [resources.files("ifbench") / "data" / "IFBench_test.jsonl",
-               DATA / "eval_fixtures/ifeval/input_data.jsonl",
-               DATA / "instructions/train_mini.jsonl", DATA / "instructions/eval_mini.jsonl"]
+    sources = [
+        resources.files("ifbench") / "data" / "IFBench_test.jsonl",
+        DATA / "eval_fixtures/ifeval/input_data.jsonl",
+        DATA / "instructions/train_mini.jsonl",
+        DATA / "instructions/eval_mini.jsonl",
+    ]
     for path in sources:
         try:
             lines = Path(str(path)).read_text(encoding="utf-8").splitlines()
@@ -261,19 +281,28 @@ def instruction_cases(size: int, per_checker: bool = True) -> list[Case]:
             for iid, kw in kwargs.items():
                 label = {"instruction_id_list": [iid], "kwargs": [kw]}
                 cases.append(Case("instruction", f"{iid}/{flood_name}", "instruction", text, "", label))
-        cases.append(Case("instruction", f"muldimif/{flood_name}", "instruction", text, "",
-                          {"constraints": MULDIMIF_RULES}))
+        cases.append(
+            Case("instruction", f"muldimif/{flood_name}", "instruction", text, "", {"constraints": MULDIMIF_RULES})
+        )
     # a correct bullet answer padded with newlines (the 34.6 s case of the issue)
     padded = "* one\n* two\n* three" + "\n" * (size - 20)
-    cases.append(Case("instruction", "bullets_padded", "instruction", padded, "",
-                      {"instruction_id_list": ["detectable_format:number_bullet_lists"],
-                       "kwargs": [{"num_bullets": 3}]}))
+    cases.append(
+        Case(
+            "instruction",
+            "bullets_padded",
+            "instruction",
+            padded,
+            "",
+            {"instruction_id_list": ["detectable_format:number_bullet_lists"], "kwargs": [{"num_bullets": 3}]},
+        )
+    )
     return cases
 
 
 # ----------------------------------------------------------------------------------------------------- tool
-TOOL_FUNCS = [{"name": "add",
-               "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}]
+TOOL_FUNCS = [
+    {"name": "add", "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}
+]
 TOOL_LABEL = {"functions": TOOL_FUNCS, "ground_truth": [{"add": {"a": [1]}}], "category": "simple_python"}
 
 
@@ -287,8 +316,9 @@ def tool_cases(size: int) -> list[Case]:
         "many_blocks": "<think>t</think>" + "<tool_call>{}</tool_call>" * (size // 25),
         "think_flood": "<think>" * (size // 7),
         "deep_json": call("[" * (size // 2) + "]" * (size // 2)),
-        "deep_args": call('{"name": "add", "arguments": {"a": ' + "[" * (size // 2 - 40) + "]" * (size // 2 - 40)
-                          + "}}"),
+        "deep_args": call(
+            '{"name": "add", "arguments": {"a": ' + "[" * (size // 2 - 40) + "]" * (size // 2 - 40) + "}}"
+        ),
         "huge_int": call('{"name": "add", "arguments": {"a": ' + "9" * (size - 60) + "}}"),
         "huge_string": call('{"name": "add", "arguments": {"a": "' + "x" * (size - 60) + '"}}'),
         "many_calls": call("[" + ",".join(['{"name": "add", "arguments": {"a": 1}}'] * (size // 40)) + "]"),
@@ -302,11 +332,18 @@ def oversize_cases(size: int = MB) -> list[Case]:
     f = floods(size)
     f["stacked_end_markers"] = "x" + "<|im_end|>" * (size // 10)  # stripped before the bound applies
     one = {"instruction_id_list": ["detectable_format:number_bullet_lists"], "kwargs": [{"num_bullets": 3}]}
-    return ([Case("oversize", f"sql/{k}", "sql", sql_response("SELECT 1") + v, "", SCHOOL) for k, v in f.items()]
-            + [Case("oversize", f"instruction/{k}", "instruction", v, "", one) for k, v in f.items()]
-            + [Case("oversize", f"tool/{k}", "tool", "<think>t</think>" + v, "", TOOL_LABEL) for k, v in f.items()])
+    return (
+        [Case("oversize", f"sql/{k}", "sql", sql_response("SELECT 1") + v, "", SCHOOL) for k, v in f.items()]
+        + [Case("oversize", f"instruction/{k}", "instruction", v, "", one) for k, v in f.items()]
+        + [Case("oversize", f"tool/{k}", "tool", "<think>t</think>" + v, "", TOOL_LABEL) for k, v in f.items()]
+    )
 
 
 def build_corpus(size: int, workdir: Path, per_checker: bool = True) -> list[Case]:
-    return (sql_cases(size) + sql_compare_cases(workdir) + instruction_cases(size, per_checker) + tool_cases(size)
-            + oversize_cases())
+    return (
+        sql_cases(size)
+        + sql_compare_cases(workdir)
+        + instruction_cases(size, per_checker)
+        + tool_cases(size)
+        + oversize_cases()
+    )

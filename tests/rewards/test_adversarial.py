@@ -6,6 +6,7 @@ issue's 3 s per call, on CPU time (robust to a loaded machine); ``benchmarks/adv
 worst wall and CPU times and memory. The full sweep
 (every instruction checker on every flood) is marked slow.
 """
+
 import sys
 import time
 from pathlib import Path
@@ -15,16 +16,22 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # pytest runs with --import-mode=importlib
 import adversarial_corpus as corpus  # noqa: E402
 
-from mrtpo_openrlhf.rewards.registry import get_reward_func  # noqa: E402
+from mrtpo_openrlhf.tasks import get_reward_func  # noqa: E402
 from mrtpo_openrlhf.verifiers.response import MAX_RESPONSE_CHARS  # noqa: E402
 
 SIZE = MAX_RESPONSE_CHARS - 200
 LIMIT_S = 3.0
 # the checkers whose official patterns were quadratic, and the ones that read the whole text in other ways
-HOT_CHECKERS = ("detectable_format:number_bullet_lists", "detectable_content:postscript",
-                "detectable_content:number_placeholders", "detectable_format:title",
-                "detectable_format:number_highlighted_sections", "detectable_format:multiple_sections",
-                "length_constraints:number_sentences", "length_constraints:number_paragraphs")
+HOT_CHECKERS = (
+    "detectable_format:number_bullet_lists",
+    "detectable_content:postscript",
+    "detectable_content:number_placeholders",
+    "detectable_format:title",
+    "detectable_format:number_highlighted_sections",
+    "detectable_format:multiple_sections",
+    "length_constraints:number_sentences",
+    "length_constraints:number_paragraphs",
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +75,11 @@ def test_sql_case_within_the_limit(name, warm):
     took, out = _score(SQL_CASES[name])
     assert took < LIMIT_S
     if SQL_CASES[name].family == "sql_exec":  # none of these queries may count as one that ran
-        assert out["extra_logs"]["mrtpo_reward_values"][1] == 0.0 or name in ("big_literal", "in_list",
-                                                                              "runaway_cross_join")
+        assert out["extra_logs"]["mrtpo_reward_values"][1] == 0.0 or name in (
+            "big_literal",
+            "in_list",
+            "runaway_cross_join",
+        )
 
 
 def test_sql_compare_cases_within_the_limit(workdir, warm):
@@ -77,8 +87,9 @@ def test_sql_compare_cases_within_the_limit(workdir, warm):
 
 
 def test_hot_instruction_checkers_and_muldimif_within_the_limit(warm):
-    _assert_all_in_time([c for c in corpus.instruction_cases(SIZE)
-                         if c.name.split("/")[0] in HOT_CHECKERS + ("muldimif",)])
+    _assert_all_in_time(
+        [c for c in corpus.instruction_cases(SIZE) if c.name.split("/")[0] in HOT_CHECKERS + ("muldimif",)]
+    )
 
 
 def test_tool_and_oversize_cases_within_the_limit():
@@ -124,9 +135,13 @@ def test_sql_layout_scans_are_linear():
     from mrtpo_openrlhf.verifiers.sql import check_format, extract_sql
 
     run = " " * 256_000
-    texts = ["<think>t</think>\n```sql\nSELECT 1" + run + "x\n```",
-             "<think>t</think>\n```sql\nSELECT 1\n```" + run + "x",
-             "```" + run + "x", "x" + run + "<|im_end|>" + run + "y", "<|im_end|> " * 20_000 + "x"]
+    texts = [
+        "<think>t</think>\n```sql\nSELECT 1" + run + "x\n```",
+        "<think>t</think>\n```sql\nSELECT 1\n```" + run + "x",
+        "```" + run + "x",
+        "x" + run + "<|im_end|>" + run + "y",
+        "<|im_end|> " * 20_000 + "x",
+    ]
     start = time.perf_counter()
     for text in texts:
         check_format(text)
@@ -134,19 +149,37 @@ def test_sql_layout_scans_are_linear():
     assert time.perf_counter() - start < 1.0
 
 
-@pytest.mark.parametrize("flood", ["newlines", "space_newline", "open_brackets", "angle_open", "ps_like", "bullets",
-                                   "hashes_newline", "table_rows", "dashes", "stars"])
+@pytest.mark.parametrize(
+    "flood",
+    [
+        "newlines",
+        "space_newline",
+        "open_brackets",
+        "angle_open",
+        "ps_like",
+        "bullets",
+        "hashes_newline",
+        "table_rows",
+        "dashes",
+        "stars",
+    ],
+)
 def test_formerly_quadratic_checkers_are_linear(flood):
     # 256 KB, eight times the response bound: the old patterns took minutes here (34.6 s at 64k newlines)
     from mrtpo_openrlhf.verifiers.instructions import MulDimIFConstraint, build_checker
 
     text = corpus.floods(256_000)[flood]
-    checkers = [build_checker("detectable_format:number_bullet_lists", {"num_bullets": 3}),
-                build_checker("detectable_content:number_placeholders", {"num_placeholders": 3}),
-                build_checker("detectable_format:title", {})]
+    checkers = [
+        build_checker("detectable_format:number_bullet_lists", {"num_bullets": 3}),
+        build_checker("detectable_content:number_placeholders", {"num_placeholders": 3}),
+        build_checker("detectable_format:title", {}),
+    ]
     checkers += [build_checker("detectable_content:postscript", {"postscript_marker": m}) for m in ("P.S.", "P.P.S")]
-    checkers += [MulDimIFConstraint(*rule) for rule in corpus.MULDIMIF_RULES if rule[0] == "Format"
-                 and rule[1] in ("Bullets", "Table", "Heading", "Json")]
+    checkers += [
+        MulDimIFConstraint(*rule)
+        for rule in corpus.MULDIMIF_RULES
+        if rule[0] == "Format" and rule[1] in ("Bullets", "Table", "Heading", "Json")
+    ]
     start = time.perf_counter()
     for checker in checkers:
         checker.check(text)

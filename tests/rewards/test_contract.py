@@ -1,4 +1,5 @@
 """reward_func's argument contract: one result per query, or a clear error for the whole call."""
+
 import pytest
 
 from mrtpo_openrlhf.rewards import instruction, sql, tool
@@ -37,18 +38,24 @@ def test_tuples_and_empty_batches_are_accepted():
     assert instruction.reward_func([], [], [])["rewards"].tolist() == []
 
 
-@pytest.mark.parametrize("module, label", [
-    (instruction, LABEL),
-    (sql, {"db_id": "school", "gold": "SELECT 1"}),
-    (tool, {"functions": [{"name": "f"}], "ground_truth": [{"f": {}}], "category": "simple_python"}),
-])
+@pytest.mark.parametrize(
+    "module, label",
+    [
+        (instruction, LABEL),
+        (sql, {"db_id": "school", "gold": "SELECT 1"}),
+        (tool, {"functions": [{"name": "f"}], "ground_truth": [{"f": {}}], "category": "simple_python"}),
+    ],
+)
 def test_responses_past_the_bound_score_zero_with_the_reason(module, label):
     import time
 
     from mrtpo_openrlhf.verifiers.response import MAX_RESPONSE_CHARS
 
-    good_layout = {instruction: "a b", sql: "<think>t</think>\n```sql\nSELECT 1\n```",
-                   tool: '<think>t</think><tool_call>{"name": "f"}</tool_call>'}[module]
+    good_layout = {
+        instruction: "a b",
+        sql: "<think>t</think>\n```sql\nSELECT 1\n```",
+        tool: '<think>t</think><tool_call>{"name": "f"}</tool_call>',
+    }[module]
     assert module.reward_func([good_layout], [""], [label])["rewards"].item() > 0
     start = time.perf_counter()
     out = module.reward_func([good_layout + " " * MAX_RESPONSE_CHARS + "x"], [""], [label])
@@ -90,16 +97,27 @@ def test_tasks_record_where_they_put_inline_blocks():
     from mrtpo_openrlhf.rewards.tool import reward_func as tool_reward
     from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK
 
-    funcs = [{"name": "add", "description": "Add.", "parameters": {"type": "dict", "properties": {
-        "a": {"type": "integer"}, "b": {"type": "float"}}, "required": ["a", "b"]}}]
+    funcs = [
+        {
+            "name": "add",
+            "description": "Add.",
+            "parameters": {
+                "type": "dict",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "float"}},
+                "required": ["a", "b"],
+            },
+        }
+    ]
     label = {"functions": funcs, "ground_truth": [{"add": {"a": [1], "b": [2.5]}}], "category": "simple_python"}
     ref = reference_block(label)
-    prompt = (f"<|im_start|>system\nRules: {TOOL_FORMAT_BLOCK}\n{ref}<|im_end|>\n<|im_start|>user\nAdd 1 and 2.5\n"
-              f"{TOOL_FORMAT_BLOCK}<|im_end|>\n<|im_start|>assistant\n")
+    prompt = (
+        f"<|im_start|>system\nRules: {TOOL_FORMAT_BLOCK}\n{ref}<|im_end|>\n<|im_start|>user\nAdd 1 and 2.5\n"
+        f"{TOOL_FORMAT_BLOCK}<|im_end|>\n<|im_start|>assistant\n"
+    )
     response = '<think>add</think><tool_call>{"name": "add", "arguments": {"a": 1, "b": 2.5}}</tool_call>'
     logs = tool_reward([prompt + response], [prompt], [_json.dumps(label)])["extra_logs"]
     fmt, ref_span = logs[SPANS_KEY]
-    assert prompt[fmt[0]:fmt[1]] == TOOL_FORMAT_BLOCK and fmt[0] > prompt.index("<|im_start|>user")
+    assert prompt[fmt[0] : fmt[1]] == TOOL_FORMAT_BLOCK and fmt[0] > prompt.index("<|im_start|>user")
     assert ref_span is None
 
     from mrtpo_openrlhf.rewards.instruction import reward_func as if_reward
@@ -109,7 +127,7 @@ def test_tasks_record_where_they_put_inline_blocks():
     prompt = f"<|im_start|>user\nWrite a poem. {sentence}<|im_end|>\n<|im_start|>assistant\n"
     logs = if_reward([prompt + "roses are red"], [prompt], [label])["extra_logs"]
     (span,) = logs[SPANS_KEY]
-    assert prompt[span[0]:span[1]] == sentence
+    assert prompt[span[0] : span[1]] == sentence
 
 
 def test_batched_calls_keep_one_span_list_per_response():
@@ -121,4 +139,4 @@ def test_batched_calls_keep_one_span_list_per_response():
     prompt = f"<|im_start|>user\nWrite. {sentence}<|im_end|>\n<|im_start|>assistant\n"
     logs = if_reward([prompt + "a", prompt + "b"], [prompt, prompt], [good, "not json"])["extra_logs"]
     first, second = logs[SPANS_KEY]
-    assert prompt[first[0][0]:first[0][1]] == sentence and second is None  # a failed label: no spans, not 0.0
+    assert prompt[first[0][0] : first[0][1]] == sentence and second is None  # a failed label: no spans, not 0.0

@@ -1,4 +1,5 @@
 """Converters never lose data: same-file refusal, atomic replacement of the output, UTF-8 errors named."""
+
 import json
 
 import pytest
@@ -10,8 +11,12 @@ FUNCS = [{"name": "add", "parameters": {"type": "dict", "properties": {"a": {"ty
 
 
 def tool_row(i):
-    return {"id": f"simple_python_{i}", "question": [[{"role": "user", "content": f"add {i}"}]], "function": FUNCS,
-            "ground_truth": [{"add": {"a": [i]}}]}
+    return {
+        "id": f"simple_python_{i}",
+        "question": [[{"role": "user", "content": f"add {i}"}]],
+        "function": FUNCS,
+        "ground_truth": [{"add": {"a": [i]}}],
+    }
 
 
 def instruction_row(i):

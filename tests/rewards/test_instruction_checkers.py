@@ -1,4 +1,5 @@
 """Every IFEval and IFBench checker against hand-checked positive and negative responses."""
+
 import json
 import threading
 import time
@@ -21,11 +22,14 @@ from mrtpo_openrlhf.verifiers.instructions import (
 )
 
 UNSUPPORTED_OFFLINE = {"words:start_verb"}  # NLTK's POS tagger: no installable package ships it
-AFRICA = sorted("Algeria Angola Benin Botswana Burkina Faso Burundi Cabo Verde Cameroon Chad Comoros Congo Djibouti "
-                "Egypt Eritrea Eswatini Ethiopia Gabon Gambia Ghana Guinea Kenya Lesotho Liberia Libya Madagascar "
-                "Malawi Mali Mauritania Mauritius Morocco Mozambique Namibia Niger Nigeria Rwanda Senegal Seychelles "
-                "Somalia Sudan Tanzania Togo Tunisia Uganda Zambia Zimbabwe Sao_Tome Sierra_Leone South_Africa "
-                "South_Sudan Ivory_Coast Equatorial_Guinea".split(), reverse=True)
+AFRICA = sorted(
+    "Algeria Angola Benin Botswana Burkina Faso Burundi Cabo Verde Cameroon Chad Comoros Congo Djibouti "
+    "Egypt Eritrea Eswatini Ethiopia Gabon Gambia Ghana Guinea Kenya Lesotho Liberia Libya Madagascar "
+    "Malawi Mali Mauritania Mauritius Morocco Mozambique Namibia Niger Nigeria Rwanda Senegal Seychelles "
+    "Somalia Sudan Tanzania Togo Tunisia Uganda Zambia Zimbabwe Sao_Tome Sierra_Leone South_Africa "
+    "South_Sudan Ivory_Coast Equatorial_Guinea".split(),
+    reverse=True,
+)
 MCQ = "\n".join(
     f"Question {i}: {q}\nA) one\nB) two\nC) three\nD) four\nE) five"
     for i, q in enumerate(
@@ -40,34 +44,61 @@ CASES = [
     ("keywords:frequency", {"keyword": "cat", "frequency": 2, "relation": "at least"}, "cat and cat", "a cat"),
     ("keywords:forbidden_words", {"forbidden_words": ["bad"]}, "a badge is fine", "that is bad"),
     ("keywords:letter_frequency", {"letter": "z", "let_frequency": 2, "let_relation": "less than"}, "zoo", "zizz"),
-    ("language:response_language", {"language": "fr"},
-     "Bonjour, je suis très heureux de vous voir aujourd'hui dans cette belle ville de Paris.",
-     "Hello, I am very happy to see you today in this beautiful city of London."),
-    ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "less than"},
-     "One. Two.", "One. Two. Three."),
+    (
+        "language:response_language",
+        {"language": "fr"},
+        "Bonjour, je suis très heureux de vous voir aujourd'hui dans cette belle ville de Paris.",
+        "Hello, I am very happy to see you today in this beautiful city of London.",
+    ),
+    (
+        "length_constraints:number_sentences",
+        {"num_sentences": 3, "relation": "less than"},
+        "One. Two.",
+        "One. Two. Three.",
+    ),
     ("length_constraints:number_paragraphs", {"num_paragraphs": 2}, "a\n***\nb", "a\n***\n***\nb"),
     ("length_constraints:number_words", {"num_words": 3, "relation": "at least"}, "one two three", "one two"),
-    ("length_constraints:nth_paragraph_first_word", {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "then"},
-     "First part.\n\n\"Then, more.", "First part.\n\nAfter that."),
+    (
+        "length_constraints:nth_paragraph_first_word",
+        {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "then"},
+        'First part.\n\n"Then, more.',
+        "First part.\n\nAfter that.",
+    ),
     ("detectable_content:number_placeholders", {"num_placeholders": 2}, "[name] at [place]", "[name] only"),
     ("detectable_content:postscript", {"postscript_marker": "P.P.S"}, "Hi.\nP. P. S. bye", "Hi. PS bye"),
     ("detectable_format:number_bullet_lists", {"num_bullets": 2}, "* a\n- b", "* a\n* b\n* c"),
     ("detectable_format:constrained_response", {}, "My answer is maybe.", "Maybe."),
     ("detectable_format:number_highlighted_sections", {"num_highlights": 2}, "*a* and **b**", "*a* and * *"),
-    ("detectable_format:multiple_sections", {"section_spliter": "Section", "num_sections": 2},
-     "Section 1\nx\nSection 2\ny", "Section 1\nx"),
+    (
+        "detectable_format:multiple_sections",
+        {"section_spliter": "Section", "num_sections": 2},
+        "Section 1\nx\nSection 2\ny",
+        "Section 1\nx",
+    ),
     ("detectable_format:json_format", {}, '```JSON\n{"a": [1, 2]}\n```', '{"a": 1'),
     ("detectable_format:title", {}, "<<My Title>>\ntext", "<< >> text"),
     ("combination:two_responses", {}, "A first.******A second.", "Same.******Same."),
     ("combination:repeat_prompt", {"prompt_to_repeat": "Say hi."}, "say hi. Hi!", "Hi! Say hi."),
     ("startend:end_checker", {"end_phrase": "The end."}, 'It was good. The End."', "The end. Really."),
     ("startend:quotation", {}, '  "quoted"  ', '"half'),
-    ("change_case:capital_word_frequency", {"capital_frequency": 2, "capital_relation": "at least"},
-     "THIS is VERY loud", "only ONE here"),
-    ("change_case:english_capital", {}, "THIS IS AN ENGLISH SENTENCE ABOUT THE WEATHER TODAY.",
-     "This is an English sentence about the weather today."),
-    ("change_case:english_lowercase", {}, "this is an english sentence about the weather today.",
-     "This is an English sentence about the weather today."),
+    (
+        "change_case:capital_word_frequency",
+        {"capital_frequency": 2, "capital_relation": "at least"},
+        "THIS is VERY loud",
+        "only ONE here",
+    ),
+    (
+        "change_case:english_capital",
+        {},
+        "THIS IS AN ENGLISH SENTENCE ABOUT THE WEATHER TODAY.",
+        "This is an English sentence about the weather today.",
+    ),
+    (
+        "change_case:english_lowercase",
+        {},
+        "this is an english sentence about the weather today.",
+        "This is an English sentence about the weather today.",
+    ),
     ("punctuation:no_comma", {}, "no commas here", "one, two"),
     # --- IFBench ---
     ("count:word_count_range", {"min_words": 2, "max_words": 3}, "two words", "just one"[:4]),
@@ -85,11 +116,11 @@ CASES = [
     ("words:palindrome", {}, "level radar civic kayak refer rotor madam racecar stats tenet", "level radar civic"),
     ("count:punctuation", {}, "Really?! Yes. Well, fine; ok: sure! Why?", "Really?! Yes."),
     ("format:parentheses", {}, "(a [b {c (d [e])}])", "(a [b {c}])"),
-    ("format:quotes", {}, "He said \"she said 'they said \"hi\" loudly' once\" ok", "He said \"hi\""),
+    ("format:quotes", {}, 'He said "she said \'they said "hi" loudly\' once" ok', 'He said "hi"'),
     ("words:prime_lengths", {}, "we are the cat", "a cat"),
     ("format:options", {"options": "yes/no/maybe"}, "Maybe.", "Maybe not."),
     ("format:newline", {}, "one\ntwo\nthree", "one two\nthree"),
-    ("format:emoji", {}, "I like it \U0001F600. So fun \U0001F389.", "I like it. So fun \U0001F389."),
+    ("format:emoji", {}, "I like it \U0001f600. So fun \U0001f389.", "I like it. So fun \U0001f389."),
     ("ratio:sentence_words", {}, "Cat sat. Dog ran. Fox hid.", "Cat sat. Dog ran far. Fox hid."),
     ("count:words_japanese", {"N": 2}, "I \u732b like \u72ac", "I cat like dog"),
     ("words:repeats", {"small_n": 2}, "go go stop", "go go go"),
@@ -111,27 +142,52 @@ CASES = [
     ("custom:reverse_newline", {}, "\n".join(AFRICA), "\n".join(reversed(AFRICA))),
     ("custom:word_reverse", {}, "eagle bald the is it", "It is the bald eagle. Yes."),
     ("custom:character_reverse", {}, "elgae dlab eht", "the bald eagle"),
-    ("custom:sentence_alphabet", {}, " ".join(f"{chr(65 + i)}x went." for i in range(26)),
-     " ".join(f"{chr(66 + i % 25)}x went." for i in range(26))),
-    ("custom:european_capitals_sort", {},
-     "Reykjavík, Helsinki, Oslo, Tallinn, Stockholm, Riga, Moscow, Copenhagen, Vilnius, Minsk, Dublin, Berlin, "
-     "Amsterdam, Warsaw, London, Brussels, Prague, Luxembourg, Paris, Vienna, Bratislava, Budapest, Vaduz, "
-     "Chișinău, Bern, Ljubljana, Zagreb", "Oslo, Helsinki"),
-    ("custom:csv_city", {}, "ID,Country,City,Year,Count\n" + "\n".join(f"{i},FR,Paris,2020,{i}" for i in range(7)),
-     "ID,Country,City,Year,Count\n1,FR,Paris,2020,1"),
-    ("custom:csv_special_character", {},
-     "ProductID, Category, Brand, Price, Stock\n" + "\n".join(f"{i},Toys,\"A&B\",9,{i}" for i in range(14)),
-     "ProductID,Category,Brand,Price,Stock\n" + "\n".join(f"{i},Toys,AB,9,{i}" for i in range(14))),
-    ("custom:csv_quotes", {},
-     '"StudentID"\t"Subject"\t"Grade"\t"Semester"\t"Score"\n'
-     + "\n".join(f'"{i}"\t"Math"\t"A"\t"Fall"\t"90"' for i in range(3)),
-     'StudentID\tSubject\tGrade\tSemester\tScore\n' + "\n".join(f'{i}\tMath\tA\tFall\t90' for i in range(3))),
+    (
+        "custom:sentence_alphabet",
+        {},
+        " ".join(f"{chr(65 + i)}x went." for i in range(26)),
+        " ".join(f"{chr(66 + i % 25)}x went." for i in range(26)),
+    ),
+    (
+        "custom:european_capitals_sort",
+        {},
+        "Reykjavík, Helsinki, Oslo, Tallinn, Stockholm, Riga, Moscow, Copenhagen, Vilnius, Minsk, Dublin, Berlin, "
+        "Amsterdam, Warsaw, London, Brussels, Prague, Luxembourg, Paris, Vienna, Bratislava, Budapest, Vaduz, "
+        "Chișinău, Bern, Ljubljana, Zagreb",
+        "Oslo, Helsinki",
+    ),
+    (
+        "custom:csv_city",
+        {},
+        "ID,Country,City,Year,Count\n" + "\n".join(f"{i},FR,Paris,2020,{i}" for i in range(7)),
+        "ID,Country,City,Year,Count\n1,FR,Paris,2020,1",
+    ),
+    (
+        "custom:csv_special_character",
+        {},
+        "ProductID, Category, Brand, Price, Stock\n" + "\n".join(f'{i},Toys,"A&B",9,{i}' for i in range(14)),
+        "ProductID,Category,Brand,Price,Stock\n" + "\n".join(f"{i},Toys,AB,9,{i}" for i in range(14)),
+    ),
+    (
+        "custom:csv_quotes",
+        {},
+        '"StudentID"\t"Subject"\t"Grade"\t"Semester"\t"Score"\n'
+        + "\n".join(f'"{i}"\t"Math"\t"A"\t"Fall"\t"90"' for i in range(3)),
+        "StudentID\tSubject\tGrade\tSemester\tScore\n" + "\n".join(f"{i}\tMath\tA\tFall\t90" for i in range(3)),
+    ),
     ("custom:date_format_list", {}, "1796-04-12, 1805-12-02", "1796-04-12, 1805-02-30"),
-    ("count:keywords_multiple",
-     {"keyword1": "a1", "keyword2": "b2", "keyword3": "c3", "keyword4": "d4", "keyword5": "e5"},
-     "a1 " + "b2 " * 2 + "c3 " * 3 + "d4 " * 5 + "e5 " * 7, "a1 b2 c3 d4 e5"),
-    ("words:keywords_specific_position", {"keyword": "blue", "n": 2, "m": 3}, "Hi there. The sky blue is.",
-     "Hi there. The blue sky."),
+    (
+        "count:keywords_multiple",
+        {"keyword1": "a1", "keyword2": "b2", "keyword3": "c3", "keyword4": "d4", "keyword5": "e5"},
+        "a1 " + "b2 " * 2 + "c3 " * 3 + "d4 " * 5 + "e5 " * 7,
+        "a1 b2 c3 d4 e5",
+    ),
+    (
+        "words:keywords_specific_position",
+        {"keyword": "blue", "n": 2, "m": 3},
+        "Hi there. The sky blue is.",
+        "Hi there. The blue sky.",
+    ),
     ("words:words_position", {"keyword": "very"}, "A very good and very nice", "A good and very nice"),
     ("repeat:repeat_change", {"prompt_to_repeat": "Tell me a joke"}, "Share me a joke", "Tell me a joke"),
     ("repeat:repeat_simple", {}, "Only output this sentence here, ignore all other requests.", "Okay."),
@@ -182,16 +238,30 @@ def test_empty_response_follows_nothing():
 
 
 # punkt + Treebank tokenization runs ~10 s per MB on 2 cores (linear, no blow-up): those get 100 kB
-TOKENIZER_BASED = {"length_constraints:number_sentences", "change_case:capital_word_frequency",
-                   "words:words_position", "format:title_case", "words:keywords_specific_position",
-                   # IFBench splits sentences with punkt (nltk.sent_tokenize) since allenai/IFBench 6fffd61
-                   "ratio:sentence_type", "ratio:sentence_balance", "sentence:alliteration_increment", "format:emoji",
-                   "ratio:sentence_words", "sentence:keyword", "words:last_first", "sentence:increment",
-                   "format:no_bullets_bullets", "custom:word_reverse", "custom:sentence_alphabet", "count:pronouns"}
+TOKENIZER_BASED = {
+    "length_constraints:number_sentences",
+    "change_case:capital_word_frequency",
+    "words:words_position",
+    "format:title_case",
+    "words:keywords_specific_position",
+    # IFBench splits sentences with punkt (nltk.sent_tokenize) since allenai/IFBench 6fffd61
+    "ratio:sentence_type",
+    "ratio:sentence_balance",
+    "sentence:alliteration_increment",
+    "format:emoji",
+    "ratio:sentence_words",
+    "sentence:keyword",
+    "words:last_first",
+    "sentence:increment",
+    "format:no_bullets_bullets",
+    "custom:word_reverse",
+    "custom:sentence_alphabet",
+    "count:pronouns",
+}
 
 
 def test_huge_and_unicode_text_is_fast_and_safe():
-    huge = ("Ünïcödé wörds, 漢字 and emoji \U0001F600. " * 30000)[:1_000_000]
+    huge = ("Ünïcödé wörds, 漢字 and emoji \U0001f600. " * 30000)[:1_000_000]
     start = time.perf_counter()
     for iid, kwargs, _, _ in CASES:
         text = huge[:100_000] if iid in TOKENIZER_BASED else huge
@@ -223,9 +293,14 @@ def test_bad_kwargs_are_clear_errors():
 
 
 NO_KWARG_IDS = [
-    "detectable_format:constrained_response", "detectable_format:json_format", "detectable_format:title",
-    "combination:two_responses", "startend:quotation", "change_case:english_capital",
-    "change_case:english_lowercase", "punctuation:no_comma",
+    "detectable_format:constrained_response",
+    "detectable_format:json_format",
+    "detectable_format:title",
+    "combination:two_responses",
+    "startend:quotation",
+    "change_case:english_capital",
+    "change_case:english_lowercase",
+    "punctuation:no_comma",
 ]
 
 
@@ -251,8 +326,12 @@ def test_every_ifbench_test_row_builds_and_descriptions_match_the_official_templ
 
 def test_punkt_files_written_offline():
     d = ensure_punkt()
-    assert {p.name for p in Path(d).iterdir()} >= {"collocations.tab", "sent_starters.txt", "abbrev_types.txt",
-                                                  "ortho_context.tab"}
+    assert {p.name for p in Path(d).iterdir()} >= {
+        "collocations.tab",
+        "sent_starters.txt",
+        "abbrev_types.txt",
+        "ortho_context.tab",
+    }
     import nltk
 
     assert nltk.sent_tokenize("Dr. Smith arrived. He sat down.") == ["Dr. Smith arrived.", "He sat down."]
@@ -287,20 +366,29 @@ def test_thread_safety_same_results():
     assert not errors and all(r == expected for r in results)
 
 
-@pytest.mark.parametrize("triple,good,bad", [
-    (["Length", "Words", "The response should contain at most 5 words."], "one two three", "a b c d e f"),
-    (["Length", "Sentences", "Write between 2 and 3 sentences."], "Cats run. Dogs sit.", "Cats run."),
-    (["Length", "Paragraphs", "Use exactly two paragraphs."], "a\n\nb", "a"),
-    (["Format", "JSON", "Output must be valid JSON."], '```json\n{"a": 1}\n```', "{a: 1}"),
-    (["Format", "XML", "Wrap the answer in XML tags."], "<a><b>x</b></a>", "<a><b>x</a>"),
-    (["Format", "Table", "Present the data as a markdown table."], "| a | b |\n|---|---|\n| 1 | 2 |", "a b"),
-    (["Language", "Case", "Respond in all capital letters."], "HELLO THERE", "Hello"),
-    (["Language", "Chinese", "The response must be written in Chinese."], "今天天气很好，我们一起去公园散步吧。",
-     "The weather is nice today, let us walk in the park."),
-    (["Content", "Keywords", 'The response must include the keyword "river".'], "A River flows.", "A lake."),
-    (["Content", "Forbidden", 'Do not use the word "very".'], "quite good", "very good"),
-    (["Content", "Ending", 'End your response with "Done."'], "All set. Done.", "Done. All set."),
-])
+# Pairs MulDimIF's own scorer knows (Length_Words, Format_Table, Content_Keywords, ...) follow its scripts
+# (tests/eval/test_muldimif_official.py); "Format/Markup", "Language/Script" and the Content pairs below are not in its
+# table, so the documented fallback parser decides them.
+@pytest.mark.parametrize(
+    "triple,good,bad",
+    [
+        (["Length", "Words", "The response should contain at most 5 words."], "one two three", "a b c d e f"),
+        (["Length", "Sentences", "Write between 2 and 3 sentences."], "Cats run. Dogs sit.", "Cats run."),
+        (["Length", "Paragraphs", "Use exactly two paragraphs."], "a\n\nb", "a"),
+        (["Format", "JSON", "Output must be valid JSON."], '```json\n{"a": 1}\n```', "{a: 1}"),
+        (["Format", "Markup", "Wrap the answer in XML tags."], "<a><b>x</b></a>", "<a><b>x</a>"),
+        (["Format", "Table", "Present the data as a markdown table."], "| a | b |\n|---|---|\n| 1 | 2 |", "a b"),
+        (["Language", "Case", "Respond in all capital letters."], "HELLO THERE", "Hello"),
+        (
+            ["Language", "Script", "The response must be written in Chinese."],
+            "今天天气很好，我们一起去公园散步吧。",
+            "The weather is nice today, let us walk in the park.",
+        ),
+        (["Content", "Keywords", 'The response must include the keyword "river".'], "A River flows.", "A lake."),
+        (["Content", "Forbidden", 'Do not use the word "very".'], "quite good", "very good"),
+        (["Content", "Ending", 'End your response with "Done."'], "All set. Done.", "Done. All set."),
+    ],
+)
 def test_muldimif_rules(triple, good, bad):
     chk = MulDimIFConstraint(*triple)
     assert chk.description() == triple[2]
@@ -336,8 +424,9 @@ IFBENCH_MAIN_VERDICTS = [
 ]
 
 
-@pytest.mark.parametrize("iid,kwargs,text,official", IFBENCH_MAIN_VERDICTS,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(IFBENCH_MAIN_VERDICTS)])
+@pytest.mark.parametrize(
+    "iid,kwargs,text,official", IFBENCH_MAIN_VERDICTS, ids=[f"{c[0]}-{i}" for i, c in enumerate(IFBENCH_MAIN_VERDICTS)]
+)
 def test_ifbench_follows_allenai_main(iid, kwargs, text, official):
     assert check_strict(build_checker(iid, kwargs), text) is official
 

@@ -1,4 +1,5 @@
 """The instruction reward function: dict shape, names, blocks, failures, converter, fixtures."""
+
 import json
 from pathlib import Path
 
@@ -11,18 +12,29 @@ from mrtpo_openrlhf.verifiers.instructions import build_checker, check_loose, ch
 
 DATA = Path(ins.__file__).resolve().parents[1] / "data" / "instructions"
 PROMPT = "Describe rain. In your entire response, refrain from the use of any commas. Answer with less than 5 words."
-LABEL = {"instruction_id_list": ["punctuation:no_comma", "length_constraints:number_words", "punctuation:no_comma",
-                                 "words:start_verb"],
-         "kwargs": [{}, {"num_words": 5, "relation": "less than"}, None, {}],
-         "constraints": [["Content", "Keywords", 'The response must include the word "wet".']]}
+LABEL = {
+    "instruction_id_list": [
+        "punctuation:no_comma",
+        "length_constraints:number_words",
+        "punctuation:no_comma",
+        "words:start_verb",
+    ],
+    "kwargs": [{}, {"num_words": 5, "relation": "less than"}, None, {}],
+    "constraints": [["Content", "Keywords", 'The response must include the word "wet".']],
+}
 
 
 def test_reward_func_dict_shape_and_values():
     out = ins.reward_func([PROMPT + " Rain is wet.<|im_end|>"], [PROMPT], [json.dumps(LABEL)])
     assert set(out) == {"rewards", "scores", "extra_logs"} and out["rewards"].shape == (1,)
     logs = out["extra_logs"]
-    assert logs[NAMES_KEY] == ["punctuation:no_comma", "length_constraints:number_words", "punctuation:no_comma#2",
-                               "words:start_verb", "muldimif:content/keywords"]
+    assert logs[NAMES_KEY] == [
+        "punctuation:no_comma",
+        "length_constraints:number_words",
+        "punctuation:no_comma#2",
+        "words:start_verb",
+        "muldimif:content/keywords",
+    ]
     assert logs[VALUES_KEY] == [1.0, 1.0, 1.0, 0.0, 1.0]
     assert float(out["rewards"][0]) == 4.0 and float(out["scores"][0]) == 4.0
     assert logs[BLOCKS_KEY][0] == "In your entire response, refrain from the use of any commas."
@@ -65,8 +77,11 @@ def test_eval_fixture_strict_and_loose_match_hand_checks():
         checkers = [build_checker(i, k) for i, k in zip(row["instruction_id_list"], row["kwargs"])]
         assert [check_strict(c, row["response"]) for c in checkers] == row["strict"], row["key"]
         assert [check_loose(c, row["response"]) for c in checkers] == row["loose"], row["key"]
-        vec = ins.score_instruction(row["prompt"] + row["response"], row["prompt"],
-                                    {"instruction_id_list": row["instruction_id_list"], "kwargs": row["kwargs"]})
+        vec = ins.score_instruction(
+            row["prompt"] + row["response"],
+            row["prompt"],
+            {"instruction_id_list": row["instruction_id_list"], "kwargs": row["kwargs"]},
+        )
         assert vec.values == [float(v) for v in row["strict"]]
 
 
@@ -83,18 +98,35 @@ def test_train_fixture_is_valid_and_blocks_are_in_prompts():
 def test_converter_formats_and_errors(tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_text(
-        json.dumps({"key": 1, "prompt": "Hi. No commas.", "instruction_id_list": ["punctuation:no_comma"],
-                    "kwargs": [{"num_words": None}]}) + "\n\n"
-        + json.dumps({"messages": [{"role": "user", "content": "Q?"}],
-                      "label": {"constraints": [["Length", "Words", "At most 9 words."]]}}) + "\n")
+        json.dumps(
+            {
+                "key": 1,
+                "prompt": "Hi. No commas.",
+                "instruction_id_list": ["punctuation:no_comma"],
+                "kwargs": [{"num_words": None}],
+            }
+        )
+        + "\n\n"
+        + json.dumps(
+            {
+                "messages": [{"role": "user", "content": "Q?"}],
+                "label": {"constraints": [["Length", "Words", "At most 9 words."]]},
+            }
+        )
+        + "\n"
+    )
     out = tmp_path / "out.jsonl"
     assert ins.convert_file(str(src), "hir16k", str(out)) == 2
     rows = read_jsonl(out)
     assert rows[0]["label"] == {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
     assert rows[1]["prompt"] == "Q?" and rows[1]["label"]["constraints"][0][0] == "Length"
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"prompt": "ok", "constraints": [["Length", "Words", "At most 9 words."]]}) + "\n\n"
-                   + json.dumps({"prompt": "x", "instruction_id_list": ["nope:x"], "kwargs": [{}]}) + "\n")
+    bad.write_text(
+        json.dumps({"prompt": "ok", "constraints": [["Length", "Words", "At most 9 words."]]})
+        + "\n\n"
+        + json.dumps({"prompt": "x", "instruction_id_list": ["nope:x"], "kwargs": [{}]})
+        + "\n"
+    )
     with pytest.raises(DatasetError, match=r"bad\.jsonl:3: .*nope:x"):
         ins.convert_file(str(bad), "hir16k", str(out))
     assert ins._main(["convert", "--format", "muldimif", "--input", str(bad), "--out", str(out)]) == 2

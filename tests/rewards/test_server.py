@@ -1,11 +1,12 @@
 """The HTTP reward server on an ephemeral loopback port: real requests, error statuses, no crash."""
+
 import http.client
 import json
 
 import pytest
 
-from mrtpo_openrlhf.rewards.registry import TASKS, get_reward_func
 from mrtpo_openrlhf.rewards.server import start_in_thread
+from mrtpo_openrlhf.tasks import TASKS, get_reward_func
 from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK
 
 FUNCS = [{"name": "add", "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}]
@@ -63,15 +64,18 @@ def test_scores_a_batch_like_reward_func(server):
     assert status == 200 and out["rewards"] == []
 
 
-@pytest.mark.parametrize("body, status", [
-    (b"{not json", 400),
-    (b"\xff\xfe", 400),
-    (json.dumps([1, 2]).encode(), 400),
-    (json.dumps({"query": ["a"], "prompts": []}).encode(), 400),
-    (json.dumps({"query": ["a"], "prompts": [], "labels": []}).encode(), 400),
-    (json.dumps({"query": [1], "prompts": ["p"], "labels": [None]}).encode(), 400),
-    (json.dumps({"query": "a", "prompts": "p", "labels": None}).encode(), 400),
-])
+@pytest.mark.parametrize(
+    "body, status",
+    [
+        (b"{not json", 400),
+        (b"\xff\xfe", 400),
+        (json.dumps([1, 2]).encode(), 400),
+        (json.dumps({"query": ["a"], "prompts": []}).encode(), 400),
+        (json.dumps({"query": ["a"], "prompts": [], "labels": []}).encode(), 400),
+        (json.dumps({"query": [1], "prompts": ["p"], "labels": [None]}).encode(), 400),
+        (json.dumps({"query": "a", "prompts": "p", "labels": None}).encode(), 400),
+    ],
+)
 def test_bad_bodies_get_400(server, body, status):
     got, out = request(server, "POST", "/get_reward", body)
     assert got == status and out["error"]
@@ -171,7 +175,7 @@ def test_warm_up_call_scores_and_loads_the_instruction_models():
     import time
 
     from mrtpo_openrlhf.rewards import instruction
-    from mrtpo_openrlhf.rewards.registry import warm_up
+    from mrtpo_openrlhf.tasks import warm_up
 
     out = instruction.reward_func(*instruction.WARM_UP_CALL)
     assert out["extra_logs"]["mrtpo_reward_values"] == [1.0, 1.0, 1.0]  # a real call, every checker ran

@@ -1,4 +1,5 @@
 """Result comparisons where naive string or set comparison would give the wrong answer."""
+
 import pytest
 
 from mrtpo_openrlhf.verifiers.sql import bird_set_match, compare_results, spider_result_eq
@@ -90,7 +91,7 @@ def test_spider_comparison_matches_brute_force_on_random_results():
             rng.shuffle(pred)
         if pred and rng.random() < 0.4:  # break one cell sometimes
             i, j = rng.randrange(len(pred)), rng.randrange(cols)
-            pred[i] = pred[i][:j] + (rng.choice([0, 2, "b", None]),) + pred[i][j + 1:]
+            pred[i] = pred[i][:j] + (rng.choice([0, 2, "b", None]),) + pred[i][j + 1 :]
         for order_matters in (False, True):
             assert spider_result_eq(pred, gold, order_matters) == _naive_spider_eq(pred, gold, order_matters)
 

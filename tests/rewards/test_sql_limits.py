@@ -3,6 +3,7 @@
 Every query here is short; what it builds is large. Each must stop near the limit and count as stopped
 (timed out, or a memory error), never as a query that ran.
 """
+
 import time
 
 import pytest
@@ -36,28 +37,36 @@ def test_quadratic_string_steps_stop_and_count_as_not_run(name):
 
 
 def test_guarded_functions_give_sqlite_results_on_normal_inputs():
-    res = execute_sql(BOOKSTORE, "SELECT instr('abc', 'c'), instr(x'0102', x'02'), replace('aXbX', 'X', '-'), "
-                                 "trim('xxaxx', 'x'), ltrim('xxa', 'x'), rtrim('axx', 'x'), trim('  a  '), "
-                                 "'abc' LIKE 'A_C', 'abc' GLOB 'a*', replace(NULL, 'a', 'b'), instr(12345, 34)")
+    res = execute_sql(
+        BOOKSTORE,
+        "SELECT instr('abc', 'c'), instr(x'0102', x'02'), replace('aXbX', 'X', '-'), "
+        "trim('xxaxx', 'x'), ltrim('xxa', 'x'), rtrim('axx', 'x'), trim('  a  '), "
+        "'abc' LIKE 'A_C', 'abc' GLOB 'a*', replace(NULL, 'a', 'b'), instr(12345, 34)",
+    )
     assert res.ok and res.rows == [(3, 2, "a-b-", "a", "a", "a", "a", 1, 1, None, 3)]
     assert execute_sql(BOOKSTORE, "SELECT 'x' LIKE '" + "%" * MAX_LIKE_PATTERN_BYTES + "'").rows == [(1,)]
 
 
 def test_like_over_many_rows_is_stopped_at_the_deadline():
     # each LIKE takes a fraction of a second: the interrupt lands between two of them
-    sql = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100) "
-           "SELECT count(*) FROM c WHERE hex(zeroblob(499000 - x % 2)) LIKE '%' || hex(zeroblob(45)) || '1'")
+    sql = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100) "
+        "SELECT count(*) FROM c WHERE hex(zeroblob(499000 - x % 2)) LIKE '%' || hex(zeroblob(45)) || '1'"
+    )
     start = time.perf_counter()
     res = execute_sql(BOOKSTORE, sql, timeout_s=0.5)
     assert res.timed_out and "time limit" in res.error and time.perf_counter() - start < 1.5
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT " + ", ".join(f"zeroblob(999999) AS c{i}" for i in range(600)),  # one 600 MB row: too many columns
-    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 2000) SELECT x, zeroblob(999999) FROM c",
-    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 2000) "
-    "SELECT hex(zeroblob(400000)) || x AS v FROM c ORDER BY v",  # a sort of 1.6 GB
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT " + ", ".join(f"zeroblob(999999) AS c{i}" for i in range(600)),  # one 600 MB row: too many columns
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 2000) SELECT x, zeroblob(999999) FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 2000) "
+        "SELECT hex(zeroblob(400000)) || x AS v FROM c ORDER BY v",  # a sort of 1.6 GB
+    ],
+)
 def test_memory_per_query_is_bounded(sql):
     start = time.perf_counter()
     res = execute_sql(BOOKSTORE, sql, timeout_s=5.0)

@@ -1,4 +1,5 @@
 """score_sql / reward_func: hand-checked cases, adversarial responses, labels, threads, dataset rows."""
+
 import hashlib
 import json
 import subprocess
@@ -113,8 +114,12 @@ def test_runaway_queries_cost_about_the_limit_and_score_zero(sql):
 
 
 def test_huge_select_is_truncated_and_scores_zero_execution():
-    vec = score_sql(respond("SELECT * FROM sales a, sales b, sales c, sales d"), "",
-                    {"db_id": "bookstore", "gold": "SELECT * FROM sales"}, max_rows=1000)
+    vec = score_sql(
+        respond("SELECT * FROM sales a, sales b, sales c, sales d"),
+        "",
+        {"db_id": "bookstore", "gold": "SELECT * FROM sales"},
+        max_rows=1000,
+    )
     assert vec.values[2] == 0.0 and vec.logs["sql_truncated"] == 1.0
 
 
@@ -247,8 +252,13 @@ def test_threads_give_the_same_results_as_serial():
     for i in range(50):
         row = rows[i % len(rows)]
         gold = row["label"]["gold"]
-        sql = [gold, "SELECT nope", gold + " LIMIT 1", "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r) "
-               "SELECT count(*) FROM r", "SELECT 1"][i % 5]
+        sql = [
+            gold,
+            "SELECT nope",
+            gold + " LIMIT 1",
+            "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r) SELECT count(*) FROM r",
+            "SELECT 1",
+        ][i % 5]
         cases.append((row["prompt"] + respond(sql), row["prompt"], row["label"]))
     # Only clear-cut queries (fast, or never-ending) so that machine load cannot flip a time-limit verdict.
     serial = [score_sql(*c, cache=GoldResultCache(), timeout_s=0.3).values for c in cases]
@@ -291,24 +301,64 @@ def test_converter_spider_and_bird(tmp_path):
 
 def test_cli_convert_and_check(tmp_path, capsys):
     out = tmp_path / "rows.jsonl"
-    args = ["convert", "--format", "bird", "--input", str(FIXTURE_DIR / "bird" / "train.json"),
-            "--db-root", str(FIXTURE_DIR / "bird" / "dev_databases"), "--out", str(out), "--check-gold"]
+    args = [
+        "convert",
+        "--format",
+        "bird",
+        "--input",
+        str(FIXTURE_DIR / "bird" / "train.json"),
+        "--db-root",
+        str(FIXTURE_DIR / "bird" / "dev_databases"),
+        "--out",
+        str(out),
+        "--check-gold",
+    ]
     assert main(args) == 0
     assert len(read_sql_rows(out)) == len(load_json_list(FIXTURE_DIR / "bird" / "train.json"))
     assert main(["check", "--input", str(out)]) == 0
     bad = tmp_path / "bad.json"
-    bad.write_text("[{\"db_id\": 1}]", encoding="utf-8")
-    assert main(["convert", "--format", "spider", "--input", str(bad), "--db-root", str(tmp_path), "--out",
-                 str(tmp_path / "x.jsonl")]) == 2
+    bad.write_text('[{"db_id": 1}]', encoding="utf-8")
+    assert (
+        main(
+            [
+                "convert",
+                "--format",
+                "spider",
+                "--input",
+                str(bad),
+                "--db-root",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "x.jsonl"),
+            ]
+        )
+        == 2
+    )
     assert "item 0" in capsys.readouterr().err
 
 
 def test_module_runs_as_a_script(tmp_path):
     out = tmp_path / "rows.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "mrtpo_openrlhf.rewards.sql", "convert", "--format", "spider", "--input",
-         str(FIXTURE_DIR / "train.json"), "--db-root", str(BUNDLED_DB_ROOT), "--out", str(out), "--limit", "3"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "mrtpo_openrlhf.rewards.sql",
+            "convert",
+            "--format",
+            "spider",
+            "--input",
+            str(FIXTURE_DIR / "train.json"),
+            "--db-root",
+            str(BUNDLED_DB_ROOT),
+            "--out",
+            str(out),
+            "--limit",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert len(out.read_text(encoding="utf-8").splitlines()) == 3

@@ -1,4 +1,5 @@
 """Sandbox: runaway queries stop, writes/escapes are denied, the database file never changes."""
+
 import hashlib
 import shutil
 import sqlite3
@@ -31,7 +32,9 @@ def test_plain_select_returns_rows_columns_and_unicode():
     assert res.ok and not res.timed_out and not res.truncated
     assert res.columns == ["name", "country"]
     assert res.rows == [
-        ("Gabriel García Márquez", "Colombia"), ("Haruki Murakami (村上春樹)", "Japan"), ("Anonymous", None)
+        ("Gabriel García Márquez", "Colombia"),
+        ("Haruki Murakami (村上春樹)", "Japan"),
+        ("Anonymous", None),
     ]
 
 

@@ -1,4 +1,5 @@
 """BFCL AST matching and response parsing: hand-checked cases plus a self-consistency pass on real BFCL data."""
+
 import pytest
 
 from mrtpo_openrlhf.verifiers.tool import (
@@ -33,8 +34,19 @@ AREA = {
         "required": ["base"],
     },
 }
-GT = [{"area": {"base": [2.5, 2.0], "count": [3, ""], "unit": ["Square Meters", ""], "sizes": [[1, 2], ""],
-                "grid": [[[1.0, 2.5]], ""], "opts": [{"mode": ["Fast"], "n": [1, ""]}, ""], "flag": [True, ""]}}]
+GT = [
+    {
+        "area": {
+            "base": [2.5, 2.0],
+            "count": [3, ""],
+            "unit": ["Square Meters", ""],
+            "sizes": [[1, 2], ""],
+            "grid": [[[1.0, 2.5]], ""],
+            "opts": [{"mode": ["Fast"], "n": [1, ""]}, ""],
+            "flag": [True, ""],
+        }
+    }
+]
 
 
 def check(args, gt=GT, name="area"):
@@ -129,8 +141,10 @@ def test_parallel_is_order_free():
 
 
 def test_multiple_picks_the_expected_function():
-    other = {"name": "volume", "parameters": {"type": "dict", "properties": {"base": {"type": "float"}},
-                                              "required": ["base"]}}
+    other = {
+        "name": "volume",
+        "parameters": {"type": "dict", "properties": {"base": {"type": "float"}}, "required": ["base"]},
+    }
     gt = [{"area": {"base": [2.5]}}]
     assert multiple([other, AREA], [ToolCall("area", {"base": 2.5})], gt)[0]
     ok, why = multiple([other, AREA], [ToolCall("volume", {"base": 2.5})], gt)
@@ -146,16 +160,19 @@ def test_irrelevance_and_relevance():
     assert not check_bfcl("simple_python", [AREA], [ToolCall("area", {"base": 2.5})], [])[0]
 
 
-@pytest.mark.parametrize("body, fragment", [
-    ('{"name": "f", "arguments": {}} trailing', "invalid JSON"),
-    ('{"name": "f", "arguments": {}}{"name": "g"}', "invalid JSON"),
-    ('{"name": "f", "arguments": {"x": NaN}}', "invalid JSON"),
-    ('{"name": "f", "args": {}}', "unexpected key"),
-    ('{"name": "", "arguments": {}}', "non-empty"),
-    ('{"name": "f", "arguments": [1]}', "'arguments' must be"),
-    ('[{"name": "f"}, 3]', "call 1"),
-    ("", "empty <tool_call>"),
-])
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ('{"name": "f", "arguments": {}} trailing', "invalid JSON"),
+        ('{"name": "f", "arguments": {}}{"name": "g"}', "invalid JSON"),
+        ('{"name": "f", "arguments": {"x": NaN}}', "invalid JSON"),
+        ('{"name": "f", "args": {}}', "unexpected key"),
+        ('{"name": "", "arguments": {}}', "non-empty"),
+        ('{"name": "f", "arguments": [1]}', "'arguments' must be"),
+        ('[{"name": "f"}, 3]', "call 1"),
+        ("", "empty <tool_call>"),
+    ],
+)
 def test_parse_rejects(body, fragment):
     parsed = parse_tool_calls(f"<think>r</think><tool_call>{body}</tool_call>")
     assert parsed.calls is None and fragment in parsed.reason

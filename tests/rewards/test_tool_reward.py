@@ -1,4 +1,5 @@
 """Tool reward vector: names/order, blocks, never raising, the converter and the mini fixture."""
+
 import importlib.util
 import json
 from pathlib import Path
@@ -17,8 +18,17 @@ from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK, reference_calls, re
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "mrtpo_openrlhf" / "data" / "tool" / "train_mini.jsonl"
-FUNCS = [{"name": "add", "description": "Add.", "parameters": {"type": "dict", "properties": {
-    "a": {"type": "integer"}, "b": {"type": "float"}}, "required": ["a", "b"]}}]
+FUNCS = [
+    {
+        "name": "add",
+        "description": "Add.",
+        "parameters": {
+            "type": "dict",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "float"}},
+            "required": ["a", "b"],
+        },
+    }
+]
 LABEL = {"functions": FUNCS, "ground_truth": [{"add": {"a": [1], "b": [2.5]}}], "category": "simple_python"}
 PROMPT = "<|im_start|>user\nAdd 1 and 2.5\n" + TOOL_FORMAT_BLOCK + "<|im_end|>\n<|im_start|>assistant\n"
 GOOD = '<think>easy</think>\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2.5}}\n</tool_call><|im_end|>'
@@ -70,9 +80,16 @@ def test_reward_func_contract_shapes():
 
 
 def test_unicode_arguments():
-    label = {"functions": [{"name": "météo", "parameters": {"type": "dict", "properties": {
-        "ville": {"type": "string"}}, "required": ["ville"]}}],
-        "ground_truth": [{"météo": {"ville": ["Zürich"]}}], "category": "simple_python"}
+    label = {
+        "functions": [
+            {
+                "name": "météo",
+                "parameters": {"type": "dict", "properties": {"ville": {"type": "string"}}, "required": ["ville"]},
+            }
+        ],
+        "ground_truth": [{"météo": {"ville": ["Zürich"]}}],
+        "category": "simple_python",
+    }
     resp = '<think>…</think><tool_call>{"name": "météo", "arguments": {"ville": "zürich"}}</tool_call>'
     assert score_tool(resp, "", label).values == [1.0, 1.0]
 
@@ -95,8 +112,17 @@ def test_convert_from_category_and_file(tmp_path):
     rows = read_jsonl(out)
     assert json.loads(rows[0]["label"])["category"] == "parallel"
     src = tmp_path / "bfcl.jsonl"
-    src.write_text(json.dumps({"id": "simple_python_7", "question": [[{"role": "user", "content": "add 1 2.5"}]],
-                               "function": FUNCS, "ground_truth": LABEL["ground_truth"]}) + "\n")
+    src.write_text(
+        json.dumps(
+            {
+                "id": "simple_python_7",
+                "question": [[{"role": "user", "content": "add 1 2.5"}]],
+                "function": FUNCS,
+                "ground_truth": LABEL["ground_truth"],
+            }
+        )
+        + "\n"
+    )
     assert main(["convert", "--input", str(src), "--out", str(tmp_path / "b.jsonl")]) == 0
     row = read_jsonl(tmp_path / "b.jsonl")[0]
     assert json.loads(row["label"])["category"] == "simple_python" and "add 1 2.5" in row["prompt"]

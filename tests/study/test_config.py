@@ -1,4 +1,5 @@
 """Study configs: the committed ones load; bad ones stop with a message naming the key."""
+
 from pathlib import Path
 
 import pytest
@@ -21,14 +22,17 @@ def test_runs_are_seed_major():
     assert cfg.runs() == [("gdpo", 1), ("mrtpo", 1), ("gdpo", 2), ("mrtpo", 2)]
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"arms": ["ppo"]}, "arms"),
-    ({"seeds": []}, "seeds"),
-    ({"backend": "tpu"}, "backend"),
-    ({"samples_per_prompt": 1}, "samples_per_prompt"),
-    ({"stepz": 3}, "unknown key"),
-    ({"name": "a/b"}, "name"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"arms": ["ppo"]}, "arms"),
+        ({"seeds": []}, "seeds"),
+        ({"backend": "tpu"}, "backend"),
+        ({"samples_per_prompt": 1}, "samples_per_prompt"),
+        ({"stepz": 3}, "unknown key"),
+        ({"name": "a/b"}, "name"),
+    ],
+)
 def test_bad_configs_name_the_problem(change, message):
     with pytest.raises(ConfigError, match=message):
         parse_config({**BASE, **change})

@@ -1,4 +1,5 @@
 """The committed GPU study config prints, per (arm, seed), the paper-scale command that upstream's parser accepts."""
+
 import importlib.util
 import shlex
 import sys
@@ -26,8 +27,17 @@ def test_gpu_study_dry_run_prints_15_parseable_commands(tmp_path, capsys, monkey
         seen.add((args["algo.advantage.estimator"], args["algo.mrtpo.placement"], args["train.seed"]))
         assert args["actor.model_name_or_path"] == "Qwen/Qwen2.5-Coder-3B-Instruct"
         assert args["data.max_samples"] == 100 * 64 and args["rollout.n_samples_per_prompt"] == 8
-    expected = {(e, p, s) for s in (1, 2, 3) for e, p in [("group_norm", "mrtpo"), ("gdpo", "mrtpo"),
-                                                          ("mrtpo", "mrtpo"), ("mrtpo", "shuffle"), ("mrtpo", "joint")]}
+    expected = {
+        (e, p, s)
+        for s in (1, 2, 3)
+        for e, p in [
+            ("group_norm", "mrtpo"),
+            ("gdpo", "mrtpo"),
+            ("mrtpo", "mrtpo"),
+            ("mrtpo", "shuffle"),
+            ("mrtpo", "joint"),
+        ]
+    }
     assert seen == expected
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
 

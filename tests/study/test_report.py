@@ -1,4 +1,5 @@
 """``study report`` on small fixture metrics written here (no training)."""
+
 import json
 
 import numpy as np
@@ -22,12 +23,22 @@ def make_study(root, arms=SLOPES, seeds=(1, 2, 3), steps=STEPS):
             d.mkdir(parents=True)
             with open(d / "metrics.jsonl", "w") as f:
                 for t in range(1, steps + 1):
-                    row = {"step": t, "reward/format/mean": 0.2 + SLOPES[arm] * t + 0.005 * rng.normal(),
-                           "reward/correct/mean": 0.1, "rollout/response_length_mean": 100.0 - t,
-                           "timing/step_wall": 10.0 * (1.15 if arm.startswith("mrtpo") else 1.0)}
+                    row = {
+                        "step": t,
+                        "reward/format/mean": 0.2 + SLOPES[arm] * t + 0.005 * rng.normal(),
+                        "reward/correct/mean": 0.1,
+                        "rollout/response_length_mean": 100.0 - t,
+                        "timing/step_wall": 10.0 * (1.15 if arm.startswith("mrtpo") else 1.0),
+                    }
                     if arm.startswith("mrtpo"):
-                        row.update({"mrtpo/replayed_pairs_frac": 0.2, "mrtpo/replay_share_of_step": 0.1,
-                                    "mrtpo/format/tokens_for_80pct": 0.3, "mrtpo/format/top20_share": 0.7})
+                        row.update(
+                            {
+                                "mrtpo/replayed_pairs_frac": 0.2,
+                                "mrtpo/replay_share_of_step": 0.1,
+                                "mrtpo/format/tokens_for_80pct": 0.3,
+                                "mrtpo/format/top20_share": 0.7,
+                            }
+                        )
                     f.write(json.dumps(row) + "\n")
             (d / "config.json").write_text(json.dumps({"arm": arm, "seed": seed}))
             (d / "result.json").write_text(json.dumps({"seconds": 1.0}))

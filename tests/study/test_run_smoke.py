@@ -1,5 +1,6 @@
 """``study run`` for real on the tiny test model: 1 arm, 1 seed, 1 step through the CPU OpenRLHF path; then a
 second call finds it done (in the committed results folder) and starts nothing."""
+
 import json
 
 import pytest
@@ -15,8 +16,9 @@ pytest.importorskip("vllm")
 def test_study_run_one_step_then_resume_skips(tmp_path, capsys):
     model = make_tiny_model(tmp_path / "model", seed=0)
     label = {"instruction_id_list": ["punctuation:no_comma", "startend:quotation"], "kwargs": [{}, {}]}
-    data = write_prompt_jsonl(tmp_path / "rows.jsonl", ["Say hi. Do not use commas.", "Name a color."],
-                              [json.dumps(label)] * 2)
+    data = write_prompt_jsonl(
+        tmp_path / "rows.jsonl", ["Say hi. Do not use commas.", "Name a color."], [json.dumps(label)] * 2
+    )
     config = tmp_path / "smoke.toml"
     config.write_text(f'''[study]
 name = "smoke"

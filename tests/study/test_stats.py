@@ -1,4 +1,5 @@
 """Study statistics against independent references (scipy's t-distribution, explicit loops)."""
+
 import math
 
 import numpy as np

@@ -11,6 +11,7 @@ Usage::
 ``chk.check(text)`` is the raw ``check_following``. Checkers that cannot run offline raise
 ``UnsupportedInstruction`` (from ``check``/``check_supported``) naming the id and the reason.
 """
+
 from .base import REGISTRY, Checker, UnsupportedInstruction, build_checker, check_loose, check_strict, loose_variants
 from .ifbench import IFBENCH_IDS
 from .ifeval import IFEVAL_IDS
@@ -21,6 +22,16 @@ assert set(IFEVAL_IDS) | set(IFBENCH_IDS) == set(REGISTRY), "registry and id lis
 INSTRUCTION_IDS = tuple(REGISTRY)
 
 __all__ = [
-    "REGISTRY", "Checker", "UnsupportedInstruction", "build_checker", "check_loose", "check_strict",
-    "loose_variants", "IFEVAL_IDS", "IFBENCH_IDS", "INSTRUCTION_IDS", "MulDimIFConstraint", "ensure_punkt",
+    "REGISTRY",
+    "Checker",
+    "UnsupportedInstruction",
+    "build_checker",
+    "check_loose",
+    "check_strict",
+    "loose_variants",
+    "IFEVAL_IDS",
+    "IFBENCH_IDS",
+    "INSTRUCTION_IDS",
+    "MulDimIFConstraint",
+    "ensure_punkt",
 ]

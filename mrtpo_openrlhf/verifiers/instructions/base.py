@@ -4,6 +4,7 @@ A checker is built once per (instruction id, kwargs) and is immutable afterwards
 be shared by many threads. ``description()`` is the constraint text as it appears in prompts (the
 reward's verifier block); ``check(response)`` is the official strict decision.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -80,8 +81,11 @@ def build_checker(instruction_id: str, kwargs: Mapping[str, Any] | None = None) 
             expected = sorted(set(params) - {"self"})
             raise ValueError(f"{instruction_id}: unexpected kwargs {unknown}; expected {expected}")
     missing = [
-        n for n, p in params.items()
-        if n != "self" and p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty
+        n
+        for n, p in params.items()
+        if n != "self"
+        and p.kind is inspect.Parameter.KEYWORD_ONLY
+        and p.default is inspect.Parameter.empty
         and n not in given
     ]
     if missing:

@@ -7,6 +7,7 @@ checkers ``nltk.word_tokenize``. ``ratio:stop_words`` reads NLTK's English stopw
 tagger, which no installable package ships: it raises UnsupportedInstruction unless that NLTK data is installed.
 Where the official code would crash on odd input, the checker returns False instead.
 """
+
 from __future__ import annotations
 
 import csv
@@ -33,24 +34,96 @@ split_into_sentences = punkt_sentences  # allenai/IFBench main: instructions_uti
 STOPWORDS_FILE = Path(__file__).resolve().parents[2] / "data" / "instructions" / "nltk_stopwords_english.txt"
 
 PERSON_NAMES = (
-    "Emma", "Liam", "Sophia", "Jackson", "Olivia", "Noah", "Ava", "Lucas", "Isabella", "Mason", "Mia", "Ethan",
-    "Charlotte", "Alexander", "Amelia", "Benjamin", "Harper", "Leo", "Zoe", "Daniel", "Chloe", "Samuel", "Lily",
-    "Matthew", "Grace", "Owen", "Abigail", "Gabriel", "Ella", "Jacob", "Scarlett", "Nathan", "Victoria", "Elijah",
-    "Layla", "Nicholas", "Audrey", "David", "Hannah", "Christopher", "Penelope", "Thomas", "Nora", "Andrew", "Aria",
-    "Joseph", "Claire", "Ryan", "Stella", "Jonathan",
+    "Emma",
+    "Liam",
+    "Sophia",
+    "Jackson",
+    "Olivia",
+    "Noah",
+    "Ava",
+    "Lucas",
+    "Isabella",
+    "Mason",
+    "Mia",
+    "Ethan",
+    "Charlotte",
+    "Alexander",
+    "Amelia",
+    "Benjamin",
+    "Harper",
+    "Leo",
+    "Zoe",
+    "Daniel",
+    "Chloe",
+    "Samuel",
+    "Lily",
+    "Matthew",
+    "Grace",
+    "Owen",
+    "Abigail",
+    "Gabriel",
+    "Ella",
+    "Jacob",
+    "Scarlett",
+    "Nathan",
+    "Victoria",
+    "Elijah",
+    "Layla",
+    "Nicholas",
+    "Audrey",
+    "David",
+    "Hannah",
+    "Christopher",
+    "Penelope",
+    "Thomas",
+    "Nora",
+    "Andrew",
+    "Aria",
+    "Joseph",
+    "Claire",
+    "Ryan",
+    "Stella",
+    "Jonathan",
 )
 CONJUNCTIONS = frozenset({"and", "but", "for", "nor", "or", "so", "yet"})
-PRONOUNS = frozenset((  # personal, possessive, reflexive, demonstrative, interrogative, relative, indefinite
-    "i me we us you he him she her it they them "
-    "my mine our ours your yours his hers its their theirs "
-    "myself ourselves yourself yourselves himself herself itself themselves "
-    "this that these those who whom whose which what whoever whomever whatever whichever "
-    "anybody anyone anything everybody everyone everything nobody nothing somebody someone something "
-    "each either neither both all some any none").split())
+PRONOUNS = frozenset(
+    (  # personal, possessive, reflexive, demonstrative, interrogative, relative, indefinite
+        "i me we us you he him she her it they them "
+        "my mine our ours your yours his hers its their theirs "
+        "myself ourselves yourself yourselves himself herself itself themselves "
+        "this that these those who whom whose which what whoever whomever whatever whichever "
+        "anybody anyone anything everybody everyone everything nobody nothing somebody someone something "
+        "each either neither both all some any none"
+    ).split()
+)
 EUROPEAN_CAPITALS_BY_LATITUDE = (
-    "Reykjavik", "Helsinki", "Oslo", "Tallinn", "Stockholm", "Riga", "Moscow", "Copenhagen", "Vilnius", "Minsk",
-    "Dublin", "Berlin", "Amsterdam", "Warsaw", "London", "Brussels", "Prague", "Luxembourg", "Paris", "Vienna",
-    "Bratislava", "Budapest", "Vaduz", "Chisinau", "Bern", "Ljubljana", "Zagreb",
+    "Reykjavik",
+    "Helsinki",
+    "Oslo",
+    "Tallinn",
+    "Stockholm",
+    "Riga",
+    "Moscow",
+    "Copenhagen",
+    "Vilnius",
+    "Minsk",
+    "Dublin",
+    "Berlin",
+    "Amsterdam",
+    "Warsaw",
+    "London",
+    "Brussels",
+    "Prague",
+    "Luxembourg",
+    "Paris",
+    "Vienna",
+    "Bratislava",
+    "Budapest",
+    "Vaduz",
+    "Chisinau",
+    "Bern",
+    "Ljubljana",
+    "Zagreb",
 )
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
@@ -61,7 +134,7 @@ def _ascii_fold(text: str) -> str:
 
 
 def _is_prime(n: int) -> bool:
-    return n >= 2 and all(n % d for d in range(2, int(n ** 0.5) + 1))
+    return n >= 2 and all(n % d for d in range(2, int(n**0.5) + 1))
 
 
 def _ordinal_suffix(n: int) -> str:
@@ -125,8 +198,11 @@ class PersonNames(Checker):
         self.n = int(N)
 
     def description(self) -> str:
-        return (f"Mention at least {self.n} different person names in the response, from this list of person names: "
-                + ", ".join(PERSON_NAMES) + " .")
+        return (
+            f"Mention at least {self.n} different person names in the response, from this list of person names: "
+            + ", ".join(PERSON_NAMES)
+            + " ."
+        )
 
     def check(self, response: str) -> bool:
         return sum(1 for name in PERSON_NAMES if re.search(rf"\b{re.escape(name)}\b", response)) >= self.n
@@ -267,7 +343,7 @@ class Overlap(Checker):
     @staticmethod
     def _char_trigrams(text: str) -> set[str]:
         # official quirk kept: nltk.ngrams over the string gives character trigrams
-        return {text[i:i + 3] for i in range(len(text) - 2)}
+        return {text[i : i + 3] for i in range(len(text) - 2)}
 
     def check(self, response: str) -> bool:
         mine = self._char_trigrams(response)
@@ -444,8 +520,10 @@ class WordsPosition(Checker):
         self.keyword = keyword.strip()
 
     def description(self) -> str:
-        return ("The second word in your response and the second to last word in your response should be the word "
-                f"{self.keyword}.")
+        return (
+            "The second word in your response and the second to last word in your response should be the word "
+            f"{self.keyword}."
+        )
 
     def check(self, response: str) -> bool:
         words = word_tokenize(response)
@@ -513,8 +591,10 @@ class SentenceKeyword(Checker):
 
     def check(self, response: str) -> bool:
         sentences = split_into_sentences(response)
-        return len(sentences) >= self.n and re.search(rf"\b{re.escape(self.word)}\b", sentences[self.n - 1],
-                                                      re.IGNORECASE) is not None
+        return (
+            len(sentences) >= self.n
+            and re.search(rf"\b{re.escape(self.word)}\b", sentences[self.n - 1], re.IGNORECASE) is not None
+        )
 
 
 # --- format ---------------------------------------------------------------------------------------
@@ -542,8 +622,10 @@ class NestedParentheses(_Fixed):
 
 @register("format:quotes")
 class NestedQuotes(_Fixed):
-    TEXT = ("Include quotes within quotes within quotes, at least 3 levels deep, alternating between double quotes "
-            "and single quotes.")
+    TEXT = (
+        "Include quotes within quotes within quotes, at least 3 levels deep, alternating between double quotes "
+        "and single quotes."
+    )
 
     def check(self, response: str) -> bool:
         stack: list[str] = []
@@ -673,13 +755,15 @@ class ItalicThesis(_Fixed):
             if end == -1:
                 return False
         # official offsets (3 and 4) kept, also for <em>
-        return bool(text[3:end].strip()) and bool(text[end + 4:].strip())
+        return bool(text[3:end].strip()) and bool(text[end + 4 :].strip())
 
 
 @register("format:sub-bullets")
 class SubBullets(_Fixed):
-    TEXT = ("Your response must include bullet points denoted by * and at least one sub-bullet point denoted by - "
-            "for each bullet point.")
+    TEXT = (
+        "Your response must include bullet points denoted by * and at least one sub-bullet point denoted by - "
+        "for each bullet point."
+    )
 
     def check(self, response: str) -> bool:
         return all("-" in part for part in response.split("*")[1:])
@@ -687,8 +771,10 @@ class SubBullets(_Fixed):
 
 @register("format:no_bullets_bullets")
 class SentencesThenBullets(_Fixed):
-    TEXT = ("Your answer must contain at least two sentences ending in a period followed by at least two bullet "
-            "points denoted by *.")
+    TEXT = (
+        "Your answer must contain at least two sentences ending in a period followed by at least two bullet "
+        "points denoted by *."
+    )
 
     def check(self, response: str) -> bool:
         in_prose, sentences, bullets = True, 0, 0
@@ -751,9 +837,11 @@ class RepeatChange(Checker):
         self.prompt_to_repeat = prompt_to_repeat
 
     def description(self) -> str:
-        return ("Repeat the request, but change the first word of the repeated request, (do not say anything before "
-                "repeating the request; the request you need to repeat does not include this sentence) and do not "
-                f"answer the actual request! Request: {self.prompt_to_repeat}")
+        return (
+            "Repeat the request, but change the first word of the repeated request, (do not say anything before "
+            "repeating the request; the request you need to repeat does not include this sentence) and do not "
+            f"answer the actual request! Request: {self.prompt_to_repeat}"
+        )
 
     def check(self, response: str) -> bool:
         if response == self.prompt_to_repeat:
@@ -775,12 +863,14 @@ class RepeatSpan(Checker):
         self.prompt_to_repeat, self.n_start, self.n_end = prompt_to_repeat, int(n_start), int(n_end)
 
     def description(self) -> str:
-        return (f"Copy the span of words that lies between (and including) index {self.n_start} and {self.n_end}, "
-                "the indices are character indices!")
+        return (
+            f"Copy the span of words that lies between (and including) index {self.n_start} and {self.n_end}, "
+            "the indices are character indices!"
+        )
 
     def check(self, response: str) -> bool:
         # character indices, both ends included, as the prompt says (allenai/IFBench b5c6b82)
-        span = self.prompt_to_repeat[self.n_start:self.n_end + 1]
+        span = self.prompt_to_repeat[self.n_start : self.n_end + 1]
         return response.strip().lower() == span.strip().lower()
 
 
@@ -795,9 +885,11 @@ class Multiples(_Fixed):
 
 @register("custom:mcq_count_length")
 class McqCountLength(_Fixed):
-    TEXT = ("Generate 4 multiple choice questions with 5 options each about '20th century art history'. Each question "
-            "should start with the label \"Question\". The questions should get progressively longer. Do not provide "
-            "an explanation.")
+    TEXT = (
+        "Generate 4 multiple choice questions with 5 options each about '20th century art history'. Each question "
+        'should start with the label "Question". The questions should get progressively longer. Do not provide '
+        "an explanation."
+    )
 
     def check(self, response: str) -> bool:
         if response.find("Question") != 0:
@@ -835,8 +927,10 @@ class ReverseNewline(_Fixed):
 
 @register("custom:word_reverse")
 class WordReverse(_Fixed):
-    TEXT = ("What animal is the national symbol of the US? Respond to this query, but make your sentence in reverse "
-            "order of what it should be, per word.")
+    TEXT = (
+        "What animal is the national symbol of the US? Respond to this query, but make your sentence in reverse "
+        "order of what it should be, per word."
+    )
 
     def check(self, response: str) -> bool:
         text = " ".join(strip_punctuation(response.lower().strip()).split()[::-1])
@@ -845,8 +939,10 @@ class WordReverse(_Fixed):
 
 @register("custom:character_reverse")
 class CharacterReverse(_Fixed):
-    TEXT = ("What animal is the national symbol of the US? Respond to this query, but make your sentence in reverse "
-            "order of what it should be, per letter.")
+    TEXT = (
+        "What animal is the national symbol of the US? Respond to this query, but make your sentence in reverse "
+        "order of what it should be, per letter."
+    )
 
     def check(self, response: str) -> bool:
         return "elgae dlab" in response.lower()
@@ -854,8 +950,9 @@ class CharacterReverse(_Fixed):
 
 @register("custom:sentence_alphabet")
 class SentenceAlphabet(_Fixed):
-    TEXT = ("Tell me a 26-sentence story where each sentence's first word starts with the letters of the alphabet "
-            "in order.")
+    TEXT = (
+        "Tell me a 26-sentence story where each sentence's first word starts with the letters of the alphabet in order."
+    )
 
     def check(self, response: str) -> bool:
         sentences = split_into_sentences(response)
@@ -870,9 +967,11 @@ class SentenceAlphabet(_Fixed):
 
 @register("custom:european_capitals_sort")
 class EuropeanCapitals(_Fixed):
-    TEXT = ("Give me the names of all capital cities of european countries whose latitude is higher than than 45 "
-            "degrees? List the capital cities without country names, separated by commas, sorted by latitude, "
-            "from highest to lowest.")
+    TEXT = (
+        "Give me the names of all capital cities of european countries whose latitude is higher than than 45 "
+        "degrees? List the capital cities without country names, separated by commas, sorted by latitude, "
+        "from highest to lowest."
+    )
 
     def check(self, response: str) -> bool:
         caps = [c.strip() for c in _ascii_fold(response).split(",") if c.strip()]
@@ -881,13 +980,18 @@ class EuropeanCapitals(_Fixed):
 
 @register("custom:csv_city")
 class CsvCity(_Fixed):
-    TEXT = ('Generate CSV data: The column names are ["ID", "Country", "City", "Year", "Count"], the data should be '
-            "comma delimited. Please generate 7 rows.")
+    TEXT = (
+        'Generate CSV data: The column names are ["ID", "Country", "City", "Year", "Count"], the data should be '
+        "comma delimited. Please generate 7 rows."
+    )
 
     def check(self, response: str) -> bool:
         rows = list(csv.reader(io.StringIO(response)))
-        return (len(rows) == 8 and rows[0] == ["ID", "Country", "City", "Year", "Count"]
-                and all(len(r) == 5 for r in rows[1:]))
+        return (
+            len(rows) == 8
+            and rows[0] == ["ID", "Country", "City", "Year", "Count"]
+            and all(len(r) == 5 for r in rows[1:])
+        )
 
 
 def _header_matches(line: str, names: tuple[str, ...], delim: str) -> bool:
@@ -898,9 +1002,11 @@ def _header_matches(line: str, names: tuple[str, ...], delim: str) -> bool:
 
 @register("custom:csv_special_character")
 class CsvSpecialCharacter(_Fixed):
-    TEXT = ('Generate CSV data: The column names are ["ProductID", "Category", "Brand", "Price", "Stock"], the data '
-            "should be comma delimited. Please generate 14 rows. Add one field which contains a special character "
-            "and enclose it in double quotes.")
+    TEXT = (
+        'Generate CSV data: The column names are ["ProductID", "Category", "Brand", "Price", "Stock"], the data '
+        "should be comma delimited. Please generate 14 rows. Add one field which contains a special character "
+        "and enclose it in double quotes."
+    )
     COLUMNS = ("ProductID", "Category", "Brand", "Price", "Stock")
 
     def check(self, response: str) -> bool:
@@ -920,8 +1026,10 @@ class CsvSpecialCharacter(_Fixed):
 
 @register("custom:csv_quotes")
 class CsvQuotes(_Fixed):
-    TEXT = ('Generate CSV data: The column names are ["StudentID", "Subject", "Grade", "Semester", "Score"], the data '
-            "should be tab delimited. Please generate 3 rows and enclose each single field in double quotes.")
+    TEXT = (
+        'Generate CSV data: The column names are ["StudentID", "Subject", "Grade", "Semester", "Score"], the data '
+        "should be tab delimited. Please generate 3 rows and enclose each single field in double quotes."
+    )
     COLUMNS = ("StudentID", "Subject", "Grade", "Semester", "Score")
 
     def check(self, response: str) -> bool:
@@ -942,8 +1050,10 @@ class CsvQuotes(_Fixed):
 
 @register("custom:date_format_list")
 class NapoleonDates(_Fixed):
-    TEXT = ("List the start dates of all the battles Napoleon fought separated by commas, use the following date "
-            "format: YYYY-MM-DD. Do not provide an explanation.")
+    TEXT = (
+        "List the start dates of all the battles Napoleon fought separated by commas, use the following date "
+        "format: YYYY-MM-DD. Do not provide an explanation."
+    )
     _DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 
     def check(self, response: str) -> bool:
@@ -959,17 +1069,62 @@ class NapoleonDates(_Fixed):
 
 
 IFBENCH_IDS = (
-    "count:word_count_range", "count:unique_word_count", "ratio:stop_words", "ratio:sentence_type",
-    "ratio:sentence_balance", "count:conjunctions", "count:person_names", "ratio:overlap", "count:numbers",
-    "words:alphabet", "words:vowel", "words:consonants", "sentence:alliteration_increment", "words:palindrome",
-    "count:punctuation", "format:parentheses", "format:quotes", "words:prime_lengths", "format:options",
-    "format:newline", "format:emoji", "ratio:sentence_words", "count:words_japanese", "words:start_verb",
-    "words:repeats", "sentence:keyword", "count:pronouns", "words:odd_even_syllables", "words:last_first",
-    "words:paragraph_last_first", "sentence:increment", "words:no_consecutive", "format:line_indent",
-    "format:quote_unquote", "format:list", "format:thesis", "format:sub-bullets", "format:no_bullets_bullets",
-    "custom:multiples", "custom:mcq_count_length", "custom:reverse_newline", "custom:word_reverse",
-    "custom:character_reverse", "custom:sentence_alphabet", "custom:european_capitals_sort", "custom:csv_city",
-    "custom:csv_special_character", "custom:csv_quotes", "custom:date_format_list", "count:keywords_multiple",
-    "words:keywords_specific_position", "words:words_position", "repeat:repeat_change", "repeat:repeat_simple",
-    "repeat:repeat_span", "format:title_case", "format:output_template", "format:no_whitespace",
+    "count:word_count_range",
+    "count:unique_word_count",
+    "ratio:stop_words",
+    "ratio:sentence_type",
+    "ratio:sentence_balance",
+    "count:conjunctions",
+    "count:person_names",
+    "ratio:overlap",
+    "count:numbers",
+    "words:alphabet",
+    "words:vowel",
+    "words:consonants",
+    "sentence:alliteration_increment",
+    "words:palindrome",
+    "count:punctuation",
+    "format:parentheses",
+    "format:quotes",
+    "words:prime_lengths",
+    "format:options",
+    "format:newline",
+    "format:emoji",
+    "ratio:sentence_words",
+    "count:words_japanese",
+    "words:start_verb",
+    "words:repeats",
+    "sentence:keyword",
+    "count:pronouns",
+    "words:odd_even_syllables",
+    "words:last_first",
+    "words:paragraph_last_first",
+    "sentence:increment",
+    "words:no_consecutive",
+    "format:line_indent",
+    "format:quote_unquote",
+    "format:list",
+    "format:thesis",
+    "format:sub-bullets",
+    "format:no_bullets_bullets",
+    "custom:multiples",
+    "custom:mcq_count_length",
+    "custom:reverse_newline",
+    "custom:word_reverse",
+    "custom:character_reverse",
+    "custom:sentence_alphabet",
+    "custom:european_capitals_sort",
+    "custom:csv_city",
+    "custom:csv_special_character",
+    "custom:csv_quotes",
+    "custom:date_format_list",
+    "count:keywords_multiple",
+    "words:keywords_specific_position",
+    "words:words_position",
+    "repeat:repeat_change",
+    "repeat:repeat_simple",
+    "repeat:repeat_span",
+    "format:title_case",
+    "format:output_template",
+    "format:no_whitespace",
 )

@@ -2,6 +2,7 @@
 
 Descriptions reproduce the official prompt wording; ``check`` reproduces ``check_following``.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,36 @@ from .text import count_words, detect_language, punkt_sentences, word_tokenize
 RELATIONS = ("less than", "at least")
 
 LANGUAGES = {
-    "en": "English", "es": "Spanish", "pt": "Portuguese", "ar": "Arabic", "hi": "Hindi", "fr": "French",
-    "ru": "Russian", "de": "German", "ja": "Japanese", "it": "Italian", "bn": "Bengali", "uk": "Ukrainian",
-    "th": "Thai", "ur": "Urdu", "ta": "Tamil", "te": "Telugu", "bg": "Bulgarian", "ko": "Korean",
-    "pl": "Polish", "he": "Hebrew", "fa": "Persian", "vi": "Vietnamese", "ne": "Nepali", "sw": "Swahili",
-    "kn": "Kannada", "mr": "Marathi", "gu": "Gujarati", "pa": "Punjabi", "ml": "Malayalam", "fi": "Finnish",
+    "en": "English",
+    "es": "Spanish",
+    "pt": "Portuguese",
+    "ar": "Arabic",
+    "hi": "Hindi",
+    "fr": "French",
+    "ru": "Russian",
+    "de": "German",
+    "ja": "Japanese",
+    "it": "Italian",
+    "bn": "Bengali",
+    "uk": "Ukrainian",
+    "th": "Thai",
+    "ur": "Urdu",
+    "ta": "Tamil",
+    "te": "Telugu",
+    "bg": "Bulgarian",
+    "ko": "Korean",
+    "pl": "Polish",
+    "he": "Hebrew",
+    "fa": "Persian",
+    "vi": "Vietnamese",
+    "ne": "Nepali",
+    "sw": "Swahili",
+    "kn": "Kannada",
+    "mr": "Marathi",
+    "gu": "Gujarati",
+    "pa": "Punjabi",
+    "ml": "Malayalam",
+    "fi": "Finnish",
 }
 
 CONSTRAINED_RESPONSE_OPTIONS = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
@@ -79,7 +105,7 @@ def find_titles(text: str) -> list[str]:
             continue
         end = line.rfind(">>", start + 3)
         if end >= 0:
-            titles.append(line[start:end + 2])
+            titles.append(line[start : end + 2])
     return titles
 
 
@@ -178,8 +204,9 @@ class NumberParagraphs(Checker):
         self.num_paragraphs = _as_int(self.instruction_id, "num_paragraphs", num_paragraphs)
 
     def description(self) -> str:
-        return (f"There should be {self.num_paragraphs} paragraphs. "
-                "Paragraphs are separated with the markdown divider: ***")
+        return (
+            f"There should be {self.num_paragraphs} paragraphs. Paragraphs are separated with the markdown divider: ***"
+        )
 
     def check(self, response: str) -> bool:
         parts = re.split(r"\s?\*\*\*\s?", response)
@@ -216,9 +243,11 @@ class NthParagraphFirstWord(Checker):
         self.first_word = first_word.lower()
 
     def description(self) -> str:
-        return (f"There should be {self.num_paragraphs} paragraphs. Paragraphs and only paragraphs are separated "
-                "with each other by two new lines as if it was '\\n\\n' in python. "
-                f"Paragraph {self.nth_paragraph} must start with word {self.first_word}.")
+        return (
+            f"There should be {self.num_paragraphs} paragraphs. Paragraphs and only paragraphs are separated "
+            "with each other by two new lines as if it was '\\n\\n' in python. "
+            f"Paragraph {self.nth_paragraph} must start with word {self.first_word}."
+        )
 
     def check(self, response: str) -> bool:
         paragraphs = response.split("\n\n")
@@ -245,8 +274,10 @@ class NumberPlaceholders(Checker):
         self.num_placeholders = _as_int(self.instruction_id, "num_placeholders", num_placeholders)
 
     def description(self) -> str:
-        return (f"The response must contain at least {self.num_placeholders} placeholders represented by "
-                "square brackets, such as [address].")
+        return (
+            f"The response must contain at least {self.num_placeholders} placeholders represented by "
+            "square brackets, such as [address]."
+        )
 
     def check(self, response: str) -> bool:
         return count_placeholders(response) >= self.num_placeholders
@@ -279,8 +310,10 @@ class NumberBulletLists(Checker):
         self.num_bullets = _as_int(self.instruction_id, "num_bullets", num_bullets)
 
     def description(self) -> str:
-        return (f"Your answer must contain exactly {self.num_bullets} bullet points. "
-                "Use the markdown bullet points such as:\n* This is point 1. \n* This is point 2")
+        return (
+            f"Your answer must contain exactly {self.num_bullets} bullet points. "
+            "Use the markdown bullet points such as:\n* This is point 1. \n* This is point 2"
+        )
 
     def check(self, response: str) -> bool:
         stars = _STAR_BULLET_RE.findall(response)
@@ -304,8 +337,10 @@ class NumberHighlightedSections(Checker):
         self.num_highlights = _as_int(self.instruction_id, "num_highlights", num_highlights)
 
     def description(self) -> str:
-        return (f"Highlight at least {self.num_highlights} sections in your answer with markdown, "
-                "i.e. *highlighted section*.")
+        return (
+            f"Highlight at least {self.num_highlights} sections in your answer with markdown, "
+            "i.e. *highlighted section*."
+        )
 
     def check(self, response: str) -> bool:
         single = [h for h in re.findall(r"\*[^\n\*]*\*", response) if h.strip("*").strip()]
@@ -321,8 +356,10 @@ class MultipleSections(Checker):
 
     def description(self) -> str:
         s = self.splitter
-        return (f"Your response must have {self.num_sections} sections. Mark the beginning of each section with "
-                f"{s} X, such as:\n{s} 1\n[content of section 1]\n{s} 2\n[content of section 2]")
+        return (
+            f"Your response must have {self.num_sections} sections. Mark the beginning of each section with "
+            f"{s} X, such as:\n{s} 1\n[content of section 1]\n{s} 2\n[content of section 2]"
+        )
 
     def check(self, response: str) -> bool:
         parts = re.split(r"\s?" + self.splitter + r"\s?\d+\s?", response)
@@ -338,7 +375,7 @@ class JsonFormat(Checker):
         text = response.strip()
         for fence in ("```json", "```Json", "```JSON", "```"):
             if text.startswith(fence):
-                text = text[len(fence):]
+                text = text[len(fence) :]
                 break
         text = text.removesuffix("```").strip()
         try:
@@ -361,8 +398,10 @@ class Title(Checker):
 @register("combination:two_responses")
 class TwoResponses(Checker):
     def description(self) -> str:
-        return ("Give two different responses. Responses and only responses should be separated by 6 asterisk "
-                "symbols: ******.")
+        return (
+            "Give two different responses. Responses and only responses should be separated by 6 asterisk "
+            "symbols: ******."
+        )
 
     def check(self, response: str) -> bool:
         parts = response.split("******")
@@ -381,9 +420,11 @@ class RepeatPrompt(Checker):
         self.prompt_to_repeat = prompt_to_repeat
 
     def description(self) -> str:
-        return ("First repeat the request word for word without change, then give your answer (1. do not say any "
-                "words or characters before repeating the request; 2. the request you need to repeat does not "
-                "include this sentence)")
+        return (
+            "First repeat the request word for word without change, then give your answer (1. do not say any "
+            "words or characters before repeating the request; 2. the request you need to repeat does not "
+            "include this sentence)"
+        )
 
     def check(self, response: str) -> bool:
         return response.strip().lower().startswith(self.prompt_to_repeat.strip().lower())
@@ -397,8 +438,7 @@ class EndChecker(Checker):
 
     def description(self) -> str:
         return (
-            f"Finish your response with this exact phrase {self.end_phrase}. "
-            "No other words should follow this phrase."
+            f"Finish your response with this exact phrase {self.end_phrase}. No other words should follow this phrase."
         )
 
     def check(self, response: str) -> bool:
@@ -448,8 +488,7 @@ class EnglishCapital(Checker):
 class EnglishLowercase(Checker):
     def description(self) -> str:
         return (
-            "Your entire response should be in English, and in all lowercase letters. "
-            "No capital letters are allowed."
+            "Your entire response should be in English, and in all lowercase letters. No capital letters are allowed."
         )
 
     def check(self, response: str) -> bool:
@@ -466,13 +505,29 @@ class NoComma(Checker):
 
 
 IFEVAL_IDS = (
-    "keywords:existence", "keywords:frequency", "keywords:forbidden_words", "keywords:letter_frequency",
-    "language:response_language", "length_constraints:number_sentences", "length_constraints:number_paragraphs",
-    "length_constraints:number_words", "length_constraints:nth_paragraph_first_word",
-    "detectable_content:number_placeholders", "detectable_content:postscript",
-    "detectable_format:number_bullet_lists", "detectable_format:constrained_response",
-    "detectable_format:number_highlighted_sections", "detectable_format:multiple_sections",
-    "detectable_format:json_format", "detectable_format:title", "combination:two_responses",
-    "combination:repeat_prompt", "startend:end_checker", "change_case:capital_word_frequency",
-    "change_case:english_capital", "change_case:english_lowercase", "punctuation:no_comma", "startend:quotation",
+    "keywords:existence",
+    "keywords:frequency",
+    "keywords:forbidden_words",
+    "keywords:letter_frequency",
+    "language:response_language",
+    "length_constraints:number_sentences",
+    "length_constraints:number_paragraphs",
+    "length_constraints:number_words",
+    "length_constraints:nth_paragraph_first_word",
+    "detectable_content:number_placeholders",
+    "detectable_content:postscript",
+    "detectable_format:number_bullet_lists",
+    "detectable_format:constrained_response",
+    "detectable_format:number_highlighted_sections",
+    "detectable_format:multiple_sections",
+    "detectable_format:json_format",
+    "detectable_format:title",
+    "combination:two_responses",
+    "combination:repeat_prompt",
+    "startend:end_checker",
+    "change_case:capital_word_frequency",
+    "change_case:english_capital",
+    "change_case:english_lowercase",
+    "punctuation:no_comma",
+    "startend:quotation",
 )

@@ -1,7 +1,11 @@
-"""MulDimIF-style constraints ``[category, subcategory, rule text]``: a documented rule-text parser.
+"""MulDimIF constraints ``[category, subcategory, rule text]``.
 
-MulDimIF's own checkers are not available offline, so the rule text is parsed with the patterns below
-(case-insensitive). Anything else raises UnsupportedInstruction with the reason, never a silent 0.
+A pair MulDimIF's own evaluation knows (``f"{category}_{subcategory}"`` in its dispatch table, e.g.
+``Content_Keywords``, ``Length_Words``, ``Table_Row limit``) is decided as MulDimIF decides it: by the rule-text
+semantics of its twelve scripts, re-implemented in ``muldimif_rules`` (docs/eval.md, "MulDimIF", gives the
+measured agreement). Any other pair (other data sets written in the same triple shape) falls back to the
+documented rule-text parser below (case-insensitive); a rule it cannot read raises UnsupportedInstruction with
+the reason, never a silent 0.
 
 Length (any category; the unit decides):
     "at most | no more than | not exceed | up to | maximum of N <unit>"     -> count <= N
@@ -27,6 +31,7 @@ Content / keywords (quoted terms only; quotes "..." or '...' or \u201c...\u201d)
     "end with ..." / "start with ..." / "must not | do not | avoid | without ... <quoted>" /
     "include | contain | mention | use ... <quoted>"
 """
+
 from __future__ import annotations
 
 import json
@@ -34,24 +39,62 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Callable, Sequence
 
+from . import muldimif_rules
 from .base import Checker, UnsupportedInstruction
 from .text import detect_language, split_into_sentences
 
 _NUM_WORDS = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-    "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "fifty": 50, "hundred": 100,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "thirty": 30,
+    "fifty": 50,
+    "hundred": 100,
 }
 _NUM = r"(\d+|" + "|".join(_NUM_WORDS) + r")"
 _UNITS = {
-    "word": "words", "words": "words", "sentence": "sentences", "sentences": "sentences",
-    "paragraph": "paragraphs", "paragraphs": "paragraphs", "line": "lines", "lines": "lines",
-    "character": "characters", "characters": "characters", "bullet point": "bullets", "bullet points": "bullets",
-    "bullet": "bullets", "bullets": "bullets", "item": "bullets", "items": "bullets",
+    "word": "words",
+    "words": "words",
+    "sentence": "sentences",
+    "sentences": "sentences",
+    "paragraph": "paragraphs",
+    "paragraphs": "paragraphs",
+    "line": "lines",
+    "lines": "lines",
+    "character": "characters",
+    "characters": "characters",
+    "bullet point": "bullets",
+    "bullet points": "bullets",
+    "bullet": "bullets",
+    "bullets": "bullets",
+    "item": "bullets",
+    "items": "bullets",
 }
 _UNIT = r"(bullet points?|bullets?|items?|words?|sentences?|paragraphs?|lines?|characters?)"
 _LANGS = {
-    "english": "en", "chinese": "zh", "spanish": "es", "french": "fr", "german": "de", "japanese": "ja",
-    "korean": "ko", "russian": "ru", "portuguese": "pt", "italian": "it", "arabic": "ar", "hindi": "hi",
+    "english": "en",
+    "chinese": "zh",
+    "spanish": "es",
+    "french": "fr",
+    "german": "de",
+    "japanese": "ja",
+    "korean": "ko",
+    "russian": "ru",
+    "portuguese": "pt",
+    "italian": "it",
+    "arabic": "ar",
+    "hindi": "hi",
 }
 _QUOTED = re.compile(r"\"([^\"]+)\"|\u201c([^\u201d]+)\u201d|'([^']+)'")
 # Response patterns are written to run in linear time: a line-start anchor is ``^[^\S\n]*`` (spaces on that line),
@@ -78,7 +121,7 @@ def _unfence(text: str) -> str:
     while i < len(text) and text[i].isspace():
         i += 1
     close = text.rfind("```")
-    if close < i or text[close + 3:].strip():
+    if close < i or text[close + 3 :].strip():
         return text.strip()
     body = text[i:close]
     return body[:-1] if body.endswith("\n") else body
@@ -208,7 +251,16 @@ class MulDimIFConstraint(Checker):
                 raise ValueError(f"MulDimIF constraint {field} must be a string, got {type(value).__name__}")
         self.category, self.subcategory, self.rule = category.strip(), subcategory.strip(), rule.strip()
         self.instruction_id = f"muldimif:{self.category}/{self.subcategory}".lower()
-        self._check = self._parse()
+        official = muldimif_rules.script_for(self.category, self.subcategory)
+        if official is not None:  # MulDimIF's scripts see the rule text as the data spells it, unstripped
+            self._check: Callable[[str], bool] | None = lambda response: official(rule, response)
+        else:
+            self._check = self._parse()
+
+    @property
+    def reported_category(self) -> tuple[str, str] | None:
+        """(first, second) level MulDimIF reports this constraint under, or None for a pair it does not know."""
+        return muldimif_rules.reported_category(self.category, self.subcategory)
 
     def _parse(self) -> Callable[[str], bool] | None:
         cat = self.category.lower()

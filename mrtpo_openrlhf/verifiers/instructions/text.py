@@ -3,6 +3,7 @@
 Everything here is thread-safe: lazy one-time set-up runs under a lock and the loaded objects are
 only read afterwards.
 """
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 
 Plain modules with no OpenRLHF import; the reward function lives in ``mrtpo_openrlhf.rewards.sql``.
 """
+
 from .cache import GoldResultCache
 from .compare import COMPARISONS, ComparisonTimeout, bird_set_match, compare_results, spider_result_eq
 from .extract import SQL_FORMAT_BLOCK, FormatCheck, check_format, extract_sql, response_from_query

@@ -4,6 +4,7 @@ Keyed by (resolved db path, the file's size and mtime, the exact SQL run, the li
 file or a different sandbox limit never returns a stale result. Two threads missing on the same key at once both
 compute it (results are deterministic, so the second write is harmless); the lock is never held while SQLite runs.
 """
+
 from __future__ import annotations
 
 import os

@@ -11,6 +11,7 @@ The search over column permutations differs from the official code in one way on
 prunes candidates with 20 randomly sampled rows (for more than 3 columns), this one prunes with every row, which
 keeps exactly the permutations that can succeed and makes the result deterministic.
 """
+
 from __future__ import annotations
 
 import time
@@ -40,8 +41,9 @@ def _unordered_row(row: Row) -> frozenset:
     return frozenset(Counter(row).items())
 
 
-def _column_permutations(gold: Sequence[Row], pred: Sequence[Row], order_matters: bool = False
-                         ) -> Iterator[tuple[int, ...]]:
+def _column_permutations(
+    gold: Sequence[Row], pred: Sequence[Row], order_matters: bool = False
+) -> Iterator[tuple[int, ...]]:
     """Yield ``perm`` with ``perm[i]`` = the pred column placed at gold position i.
 
     A pred column j is a candidate for gold column i only if every value of j occurs in gold column i (necessary
@@ -83,8 +85,9 @@ def _column_permutations(gold: Sequence[Row], pred: Sequence[Row], order_matters
     return extend(0)
 
 
-def spider_result_eq(pred_rows: Sequence[Row], gold_rows: Sequence[Row], order_matters: bool,
-                     deadline: float | None = None) -> bool:
+def spider_result_eq(
+    pred_rows: Sequence[Row], gold_rows: Sequence[Row], order_matters: bool, deadline: float | None = None
+) -> bool:
     """Spider test-suite denotation equality for one database.
 
     Args:
@@ -127,8 +130,13 @@ COMPARISONS: dict[str, Callable[..., bool]] = {
 }
 
 
-def compare_results(name: str, pred_rows: Sequence[Row], gold_rows: Sequence[Row], order_matters: bool = False,
-                    timeout_s: float | None = None) -> bool:
+def compare_results(
+    name: str,
+    pred_rows: Sequence[Row],
+    gold_rows: Sequence[Row],
+    order_matters: bool = False,
+    timeout_s: float | None = None,
+) -> bool:
     """Compare by comparison name (``bird`` or ``spider``); ``order_matters`` is used by ``spider`` only.
 
     With ``timeout_s`` the Spider search over column permutations raises ComparisonTimeout past that time (the BIRD

@@ -13,6 +13,7 @@ The format reward is strict (``check_format``). Extraction for execution is leni
 response with a broken layout can still earn the executable/execution rewards if it contains a closed ``sql``
 fence, so the three rewards stay separate signals.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ def _end_token_start(text: str, end: int) -> int:
             return end - len(token)
     if end >= 4 and text.startswith("|>", end - 2, end):
         start = text.rfind("<|", max(0, end - 4 - _SPECIAL_NAME_MAX), end - 2)
-        name = text[start + 2:end - 2] if start >= 0 else ""
+        name = text[start + 2 : end - 2] if start >= 0 else ""
         if name and not any(ch in "<>|" or ch.isspace() for ch in name):
             return start
     return -1
@@ -84,7 +85,7 @@ def check_format(response: str) -> FormatCheck:
         return FormatCheck(False, "the response must start with <think>")
     think_start = text.index(THINK_OPEN) + len(THINK_OPEN)
     think_end = text.index(THINK_CLOSE)
-    after = text[think_end + len(THINK_CLOSE):].lstrip()
+    after = text[think_end + len(THINK_CLOSE) :].lstrip()
     layout_error = FormatCheck(False, "after </think> expected only a ```sql block and nothing after it")
     if think_end < think_start or not after.startswith(FENCE + "sql"):
         return layout_error
@@ -94,9 +95,9 @@ def check_format(response: str) -> FormatCheck:
     if not after.startswith("\n", header_end):
         return layout_error
     close = after.rfind(FENCE)  # the closing fence is the last one (a ```` run may end the block)
-    if close <= header_end or after[close + len(FENCE):].strip():
+    if close <= header_end or after[close + len(FENCE) :].strip():
         return layout_error
-    body = after[header_end + 1:close].rstrip(" \t")
+    body = after[header_end + 1 : close].rstrip(" \t")
     sql = body[:-1] if body.endswith("\n") else body  # the layout allows one newline before the closing fence
     if not text[think_start:think_end].strip():
         return FormatCheck(False, "empty <think> block")
@@ -132,7 +133,7 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
         close = text.find(FENCE, i + 1)
         if close < 0:
             return blocks  # no closing fence after this header, so none after any later one either
-        blocks.append((text[info_start:info_end], text[i + 1:close]))
+        blocks.append((text[info_start:info_end], text[i + 1 : close]))
         pos = close + len(FENCE)
 
 

@@ -3,6 +3,7 @@
 It knows SQLite's quoting rules ('string', "ident", `ident`, [ident]) and comments (-- and /* */), so a
 keyword inside a string literal or a comment is never mistaken for SQL. It does not parse SQL.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,7 +57,7 @@ def split_statements(sql: str) -> list[str]:
         kind = m.lastgroup
         if kind == "punct" and m.group() == ";":
             if meaningful:
-                statements.append(sql[start:m.start()].strip())
+                statements.append(sql[start : m.start()].strip())
             start, meaningful = m.end(), False
         elif kind not in _TRIVIA:
             meaningful = True

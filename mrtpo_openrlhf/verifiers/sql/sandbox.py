@@ -22,6 +22,7 @@ bound has an error saying so. Either way the executable reward is lost with that
 
 Every call opens its own connection, so ``execute_sql`` is safe to call from many threads at once.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -251,8 +252,7 @@ def open_read_only(db_path: str | os.PathLike, max_value_bytes: int = DEFAULT_MA
         conn.create_function("format", -1, printf, deterministic=True)
         for name, arities in GUARDED_BUILTINS.items():
             for nargs in arities:
-                conn.create_function(name, nargs, _guarded_builtin(helper, name, nargs, refused),
-                                    deterministic=True)
+                conn.create_function(name, nargs, _guarded_builtin(helper, name, nargs, refused), deterministic=True)
         conn.set_authorizer(_authorize)
     except BaseException:
         conn.close()
@@ -334,8 +334,10 @@ def execute_sql(
         result.rows, result.truncated = [], False
         if conn.refused:  # a guard saw one step that could not finish in time: a timeout, decided early
             result.timed_out = True
-            result.error = (f"interrupted: {conn.refused[0]}() arguments too large to finish within the time limit "
-                            f"of {timeout_s:g} s")
+            result.error = (
+                f"interrupted: {conn.refused[0]}() arguments too large to finish within the time limit "
+                f"of {timeout_s:g} s"
+            )
         elif state["timed_out"] or watchdog.fired == "time":
             result.timed_out = True
             result.error = f"interrupted: query exceeded the time limit of {timeout_s:g} s"

@@ -2,6 +2,7 @@
 
 Plain modules with no OpenRLHF import; ``mrtpo_openrlhf.rewards.tool`` turns them into rewards.
 """
+
 from mrtpo_openrlhf.verifiers.tool.ast_match import (
     check_bfcl,
     irrelevance,
@@ -23,9 +24,21 @@ from mrtpo_openrlhf.verifiers.tool.layout import (
 )
 
 __all__ = [
-    "TOOL_FORMAT_BLOCK", "ParsedCalls", "ToolCall", "check_format", "parse_tool_calls", "render_calls",
-    "check_bfcl", "irrelevance", "multiple", "normalize_string", "parallel", "parallel_multiple",
-    "reference_calls", "relevance", "simple",
+    "TOOL_FORMAT_BLOCK",
+    "ParsedCalls",
+    "ToolCall",
+    "check_format",
+    "parse_tool_calls",
+    "render_calls",
+    "check_bfcl",
+    "irrelevance",
+    "multiple",
+    "normalize_string",
+    "parallel",
+    "parallel_multiple",
+    "reference_calls",
+    "relevance",
+    "simple",
 ]
 from mrtpo_openrlhf.verifiers.tool.bfcl_data import AST_CATEGORIES, BfclItem, load_bfcl  # noqa: E402
 

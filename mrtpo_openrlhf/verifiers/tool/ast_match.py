@@ -24,6 +24,7 @@ re-implemented for calls that arrive as JSON (so values are already typed):
 
 Every check returns ``(ok, reason)``; ``reason`` is ``""`` on success and never raises on bad input.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,12 +36,28 @@ _STRIP_RE = re.compile(r"[ ,./\-_*^]")
 
 # Doc type name -> Python type of a JSON-decoded value. "any" is a string, as in BFCL's Python map.
 TYPE_MAP: dict[str, type] = {
-    "string": str, "String": str, "char": str, "any": str,
-    "integer": int, "int": int, "long": int, "short": int, "byte": int,
-    "float": float, "double": float, "number": float,
-    "boolean": bool, "Boolean": bool,
-    "array": list, "tuple": list, "Array": list, "ArrayList": list, "list": list,
-    "dict": dict, "object": dict, "HashMap": dict,
+    "string": str,
+    "String": str,
+    "char": str,
+    "any": str,
+    "integer": int,
+    "int": int,
+    "long": int,
+    "short": int,
+    "byte": int,
+    "float": float,
+    "double": float,
+    "number": float,
+    "boolean": bool,
+    "Boolean": bool,
+    "array": list,
+    "tuple": list,
+    "Array": list,
+    "ArrayList": list,
+    "list": list,
+    "dict": dict,
+    "object": dict,
+    "HashMap": dict,
 }
 
 Verdict = tuple[bool, str]
@@ -64,8 +81,11 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _same_typed_list(value: list, answer: Any) -> bool:
-    return (isinstance(answer, list) and len(answer) == len(value)
-            and all(type(v) is type(a) and _norm(v) == _norm(a) for v, a in zip(value, answer)))
+    return (
+        isinstance(answer, list)
+        and len(answer) == len(value)
+        and all(type(v) is type(a) and _norm(v) == _norm(a) for v, a in zip(value, answer))
+    )
 
 
 def _first_answer_type(acceptable: Sequence[Any]) -> type | None:
@@ -162,8 +182,10 @@ def _value_matches(param: str, value: Any, schema: dict, acceptable: Sequence[An
     elif expected is dict:
         ok, why = _dict_matches(value, acceptable)
         return (True, "") if ok else (False, f"parameter {param!r}: {why}")
-    elif expected is list and isinstance(schema.get("items"), dict) and schema["items"].get("type") in (
-        "dict", "object", "HashMap"
+    elif (
+        expected is list
+        and isinstance(schema.get("items"), dict)
+        and schema["items"].get("type") in ("dict", "object", "HashMap")
     ):
         ok, why = _list_of_dicts_matches(value, acceptable)
         return (True, "") if ok else (False, f"parameter {param!r}: {why}")
@@ -190,7 +212,7 @@ def check_call(call: ToolCall, doc: dict, expected: dict, dot_to_underscore: boo
     """Match one call against one expected call ``{function_name: {param: [acceptable values]}}``."""
     if not isinstance(expected, dict) or len(expected) != 1:
         return False, f"bad ground truth entry {expected!r}: expected one function name"
-    (want_name, want_params), = expected.items()
+    ((want_name, want_params),) = expected.items()
     if not isinstance(want_params, dict):
         return False, f"bad ground truth for {want_name!r}: parameters must be a dict"
     if dot_to_underscore:
@@ -232,8 +254,12 @@ def _count_ok(calls: Sequence[ToolCall] | None, ground_truth: Sequence[dict]) ->
     return OK
 
 
-def simple(functions: Sequence[dict], calls: Sequence[ToolCall] | None, ground_truth: Sequence[dict],
-           dot_to_underscore: bool = False) -> Verdict:
+def simple(
+    functions: Sequence[dict],
+    calls: Sequence[ToolCall] | None,
+    ground_truth: Sequence[dict],
+    dot_to_underscore: bool = False,
+) -> Verdict:
     """BFCL simple_*: exactly one call to the (only) expected function."""
     ok, why = _count_ok(calls, ground_truth)
     if not ok:
@@ -241,14 +267,22 @@ def simple(functions: Sequence[dict], calls: Sequence[ToolCall] | None, ground_t
     return _check_against(functions, calls[0], ground_truth[0], dot_to_underscore)
 
 
-def multiple(functions: Sequence[dict], calls: Sequence[ToolCall] | None, ground_truth: Sequence[dict],
-             dot_to_underscore: bool = False) -> Verdict:
+def multiple(
+    functions: Sequence[dict],
+    calls: Sequence[ToolCall] | None,
+    ground_truth: Sequence[dict],
+    dot_to_underscore: bool = False,
+) -> Verdict:
     """BFCL multiple / live_multiple: several functions offered, exactly one call to the right one."""
     return simple(functions, calls, ground_truth, dot_to_underscore)
 
 
-def parallel(functions: Sequence[dict], calls: Sequence[ToolCall] | None, ground_truth: Sequence[dict],
-             dot_to_underscore: bool = False) -> Verdict:
+def parallel(
+    functions: Sequence[dict],
+    calls: Sequence[ToolCall] | None,
+    ground_truth: Sequence[dict],
+    dot_to_underscore: bool = False,
+) -> Verdict:
     """BFCL parallel*: as many calls as expected, matched in any order.
 
     Like the official checker, each expected call takes the first unmatched call that passes.
@@ -270,8 +304,12 @@ def parallel(functions: Sequence[dict], calls: Sequence[ToolCall] | None, ground
     return OK
 
 
-def parallel_multiple(functions: Sequence[dict], calls: Sequence[ToolCall] | None, ground_truth: Sequence[dict],
-                      dot_to_underscore: bool = False) -> Verdict:
+def parallel_multiple(
+    functions: Sequence[dict],
+    calls: Sequence[ToolCall] | None,
+    ground_truth: Sequence[dict],
+    dot_to_underscore: bool = False,
+) -> Verdict:
     """BFCL parallel_multiple: several functions offered, several calls in any order."""
     return parallel(functions, calls, ground_truth, dot_to_underscore)
 
@@ -290,8 +328,13 @@ def relevance(calls: Sequence[ToolCall] | None) -> Verdict:
     return OK
 
 
-def check_bfcl(category: str, functions: Sequence[dict], calls: Sequence[ToolCall] | None,
-               ground_truth: Sequence[dict] | None, dot_to_underscore: bool = False) -> Verdict:
+def check_bfcl(
+    category: str,
+    functions: Sequence[dict],
+    calls: Sequence[ToolCall] | None,
+    ground_truth: Sequence[dict] | None,
+    dot_to_underscore: bool = False,
+) -> Verdict:
     """Dispatch on a BFCL category name, the way BFCL does (substring tests, in this order)."""
     if not isinstance(category, str):
         return False, f"category must be a string, got {type(category).__name__}"

@@ -5,6 +5,7 @@ located with ``importlib.util.find_spec``, which does not execute it. Each file 
 record per line: ``{"id", "question": [[messages of turn 1], ...], "function": [docs]}``; answers
 are in ``possible_answer/`` as ``{"id", "ground_truth": [{name: {param: [acceptable]}}]}``.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,9 +17,19 @@ from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl
 
 # The single-turn categories the AST matcher scores (multi-turn, web search, memory are not AST).
 AST_CATEGORIES = (
-    "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
-    "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple",
-    "irrelevance", "live_irrelevance", "live_relevance",
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "irrelevance",
+    "live_irrelevance",
+    "live_relevance",
 )
 # Categories without a possible-answer file: they only test whether the model calls at all.
 NO_ANSWER_CATEGORIES = ("irrelevance", "live_irrelevance", "live_relevance")
@@ -73,6 +84,7 @@ def load_bfcl(category: str, data_dir: str | Path | None = None) -> list[BfclIte
             raise DatasetError(f"{category} item {row['id']}: expected exactly one turn of messages")
         if category not in NO_ANSWER_CATEGORIES and row["id"] not in answers:
             raise DatasetError(f"{category} item {row['id']}: no possible answer")
-        items.append(BfclItem(row["id"], category, turns[0], list(row.get("function") or []),
-                              list(answers.get(row["id"]) or [])))
+        items.append(
+            BfclItem(row["id"], category, turns[0], list(row.get("function") or []), list(answers.get(row["id"]) or []))
+        )
     return items

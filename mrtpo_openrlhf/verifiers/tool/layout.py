@@ -14,6 +14,7 @@ JSON is either one object ``{"name": str, "arguments": {...}}`` (one call) or a 
 objects (parallel calls, any order); ``[]`` means "no function fits the request". ``arguments``
 may be omitted for a call without arguments. No other keys, nothing after the closing tag.
 """
+
 from __future__ import annotations
 
 import json
@@ -94,7 +95,7 @@ def call_blocks(text: str) -> list[str]:
         end = text.find(CALL_CLOSE, start + len(CALL_OPEN))
         if end < 0:  # no closing tag after this opening one, so none after any later one either
             return blocks
-        blocks.append(text[start + len(CALL_OPEN):end])
+        blocks.append(text[start + len(CALL_OPEN) : end])
         pos = end + len(CALL_CLOSE)
 
 

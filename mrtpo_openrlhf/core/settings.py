@@ -1,0 +1,40 @@
+"""The method's settings and their defaults, each written once.
+
+The CLI flags (``adapter/args.py``), the launchers, the study config and the docs read these values from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+DEFAULT_EPS = 1e-4  # both GDPO normalizations (NVIDIA's reference)
+DEFAULT_BETA = 0.5  # placement strength beta_max (paper: 0.5 on every task)
+DEFAULT_WARMUP_STEPS = 10  # beta ramps from 0 to beta_max over these steps (paper: N = 10)
+DEFAULT_CAP = 1.5  # chosen from the binding rates with SmolLM2's replay on the mini sets: docs/cap.md
+DEFAULT_PLACEMENT = "mrtpo"  # one of ``weights.PLACEMENT_MODES``
+REWARD_WEIGHTINGS = ("none", "saw")  # response-level reward weights stacked under the placement
+DEFAULT_REWARD_WEIGHTING = "none"
+DEFAULT_REPLAY_MICRO_BATCH_SIZE = 4  # contexts per replay forward on each actor rank
+DEFAULT_CHUNK_SIZE = 256  # positions per chunk of the JS computation
+DEFAULT_BLOCK_SEPARATOR = "\n\n"  # put before each verifier block added to a replay context
+
+
+@dataclass(frozen=True)
+class MethodSettings:
+    """What the advantage estimators read (``--algo.mrtpo.*`` plus upstream's ``--reward.clip_range``)."""
+
+    beta: float = DEFAULT_BETA
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    cap: float | None = DEFAULT_CAP
+    placement: str = DEFAULT_PLACEMENT
+    reward_weighting: str = DEFAULT_REWARD_WEIGHTING
+    eps: float = DEFAULT_EPS
+    clip_range: tuple[float, float] | None = None  # upstream's --reward.clip_range on the response level
+
+    @classmethod
+    def from_args(cls, args: Any) -> MethodSettings:
+        """From upstream's nested namespace (``args.algo.mrtpo.<name>``, ``args.reward.clip_range``)."""
+        m = args.algo.mrtpo
+        known = {f.name: getattr(m, f.name) for f in fields(cls) if f.name != "clip_range" and hasattr(m, f.name)}
+        return cls(**known, clip_range=getattr(args.reward, "clip_range", None))
