@@ -1,4 +1,4 @@
-"""``python -m mrtpo_openrlhf.study {probe,run,report}``."""
+"""``python -m mrtpo_openrlhf.study {probe,run,localize,report}``."""
 
 from __future__ import annotations
 
@@ -45,6 +45,21 @@ def main(argv: list[str] | None = None) -> int:
         help="committed results folder: finished runs are copied there and "
         "count as done (default: docs/results/<name>; 'none' to skip)",
     )
+
+    loc = sub.add_parser(
+        "localize", help="diagnose the final checkpoints of one seed (and the base model) on the same prompts"
+    )
+    loc.add_argument("config", type=Path, help="study config (TOML)")
+    loc.add_argument("--arms", nargs="+", default=["base", "gdpo", "mrtpo"], help="arms ('base': the untrained model)")
+    loc.add_argument("--seed", type=int, default=1, help="which seed's checkpoints")
+    loc.add_argument("--out", type=Path, help="study folder holding the checkpoints (default: runs/study/<name>)")
+    loc.add_argument(
+        "--results", type=Path, help="results folder for the summaries (default: docs/results/<name>; 'none' to skip)"
+    )
+    loc.add_argument("--prompts", type=int, default=8)
+    loc.add_argument("--samples", type=int, default=4)
+    loc.add_argument("--sample-seed", type=int, default=7)
+    loc.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
 
     rep = sub.add_parser("report", help="markdown report + plots from a study folder")
     rep.add_argument("dir", type=Path, help="study folder (runs/study/<name>) or a committed results folder")
@@ -112,6 +127,34 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 130
         return 1 if failed else 0
+    if args.cmd == "localize":
+        from .config import REPO_ROOT, ConfigError, load_config
+        from .localize import BASE, LocalizeError, localize
+
+        try:
+            cfg = load_config(args.config)
+        except ConfigError as exc:
+            ap.error(str(exc))
+        bad = [a for a in args.arms if a != BASE and a not in cfg.arms]
+        if bad:
+            ap.error(f"--arms {bad}: not in the config's arms {cfg.arms} (or '{BASE}')")
+        results = args.results or REPO_ROOT / "docs" / "results" / cfg.name
+        try:
+            localize(
+                cfg,
+                args.out or REPO_ROOT / "runs" / "study" / cfg.name,
+                args.arms,
+                args.seed,
+                None if str(results) == "none" else results,
+                args.prompts,
+                args.samples,
+                args.sample_seed,
+                args.backend,
+            )
+        except LocalizeError as exc:
+            print(f"[study] {exc}", file=sys.stderr)
+            return 2
+        return 0
     if args.cmd == "probe":
         from .probe import format_table, probe, write
 

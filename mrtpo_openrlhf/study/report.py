@@ -354,6 +354,36 @@ def localization_table(runs, names: list[str], steps: int) -> list[str]:
     return lines
 
 
+def checkpoint_localization_section(root: Path) -> list[str]:
+    """The diagnose summaries of ``study localize`` (``<root>/localization/<label>/summary.json``), one row per
+    (model, reward group); span ratio = the span's share of the distance / its share of the tokens."""
+    from .localize import load_localization
+
+    found = load_localization(root)
+    if not found:
+        return []
+    lines = [
+        "## Localization on final checkpoints (`study localize`: diagnose on the same sampled prompts)",
+        "",
+        "| model | reward | replayed / pairs | tokens for 80% of the distance | top-20% tokens' share | "
+        "span: distance share / token share = ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, summary in found.items():
+        for reward, row in sorted(summary.get("rewards", {}).items()):
+            spans = "; ".join(
+                f"{kind}: {_fmt(sp['distance_share'], 3, pct=True)} / {_fmt(sp['token_share'], 3, pct=True)} = "
+                f"{_fmt(sp['ratio'], 2)}"
+                for kind, sp in sorted(row.get("spans", {}).items())
+            )
+            lines.append(
+                f"| {name} | {reward} | {row['replayed']}/{row['pairs']} | "
+                f"{_fmt(row['tokens_for_80pct'], 3, pct=True)} | {_fmt(row['top20_share'], 3, pct=True)} | "
+                f"{spans or '–'} |"
+            )
+    return lines + [""]
+
+
 def probe_section(probe_files: Sequence[Path]) -> list[str]:
     from .probe import format_table
 
@@ -374,6 +404,7 @@ def write_report(
     root = Path(root).resolve()
     out = Path(out or root).resolve()
     study_file = root / "study.json"
+    folder = root  # the study or results folder itself (localization/ lives here, not under runs/)
     if (root / "runs").is_dir() and not any((root / arm).is_dir() for arm in ARMS):
         root = root / "runs"  # a committed results folder: the runs' copies live under runs/
     runs = load_runs(root)
@@ -391,6 +422,14 @@ def write_report(
                         shutil.copy2(src / name, dst / name)
         if study_file.is_file() and study_file != out / "study.json":
             shutil.copy2(study_file, out / "study.json")
+    if out != folder:
+        from .localize import SMALL_OUTPUTS
+
+        for src in (folder / "localization").glob("*"):
+            for name in SMALL_OUTPUTS:
+                if (src / name).is_file():
+                    (out / "localization" / src.name).mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src / name, out / "localization" / src.name / name)
     lk = length_key(runs)
     keys = [f"reward/{n}/mean" for n in names] + [TOTAL] + ([lk] if lk else [])
     titles = {f"reward/{n}/mean": f"reward: {n}" for n in names}
@@ -450,6 +489,7 @@ def write_report(
         md.append(f"| {pair} | {n} | {p['mean']:+.3f} | {t_ci} | {boot} | {p['wins']}/{p['n']} |")
     md += ["", "## Localization during training (replayed pairs, MRTPO arms)", ""]
     md += localization_table(runs, names, steps)
+    md += [""] + checkpoint_localization_section(out)
     md += [
         "",
         "## The paper's claims against this study",

@@ -1,0 +1,107 @@
+"""Localization on trained checkpoints: ``python -m mrtpo_openrlhf.study localize CONFIG``.
+
+For each arm's final model of one seed (and the base model, arm ``base``), sample the same prompts, replay every
+(response, reward) pair with the diagnostics (``python -m mrtpo_openrlhf.diagnose``) and keep the small outputs
+(``summary.json``: tokens for 80% of the distance, top-20% share, span ratios; ``probe.json``: per-reward pass
+rates of the checkpoint) in ``<results>/localization/<arm>-seed<k>/``, where the report reads them. The heatmap
+page (``index.html``) and the replay records stay in the study folder beside the checkpoint.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Sequence
+
+from .config import StudyConfig
+
+BASE = "base"  # the arm name of the untrained model
+SMALL_OUTPUTS = ("summary.json", "probe.json")
+
+
+class LocalizeError(RuntimeError):
+    pass
+
+
+def label(arm: str, seed: int) -> str:
+    return BASE if arm == BASE else f"{arm}-seed{seed}"
+
+
+def checkpoint(cfg: StudyConfig, study_dir: Path, arm: str, seed: int) -> str:
+    """The model to diagnose: the config's model for ``base``, else the run's saved final model."""
+    if arm == BASE:
+        return cfg.model
+    model = study_dir / arm / f"seed{seed}" / "model"
+    if not (model / "config.json").is_file():
+        raise LocalizeError(
+            f"{arm} seed {seed}: no checkpoint at {model}. Checkpoints stay in the study folder (never in the "
+            f"committed results): train it there first, e.g. `python -m mrtpo_openrlhf.study run CONFIG --arms {arm} "
+            f"--seeds {seed} --out {study_dir} --results none`."
+        )
+    return str(model)
+
+
+def localize(
+    cfg: StudyConfig,
+    study_dir: Path,
+    arms: Sequence[str],
+    seed: int,
+    results: Path | None,
+    prompts: int = 8,
+    samples: int = 4,
+    sample_seed: int = 7,
+    backend: str = "auto",
+) -> list[dict[str, Any]]:
+    """Diagnose each arm's checkpoint; returns one {"label", "out", "summary"} per arm."""
+    import json
+
+    from mrtpo_openrlhf.diagnostics.runner import run as run_diagnose
+
+    from .probe import probe, write
+
+    models = {arm: checkpoint(cfg, study_dir, arm, seed) for arm in arms}  # fail before any work
+    done = []
+    for i, (arm, model) in enumerate(models.items(), 1):
+        name = label(arm, seed)
+        out = study_dir / "localization" / name
+        out.mkdir(parents=True, exist_ok=True)
+        print(f"[study] localize {i}/{len(models)}: {name} ({prompts} prompts x {samples} samples)", flush=True)
+        result = probe(
+            cfg.task,
+            cfg.data_path(),
+            model,
+            prompts,
+            samples,
+            cfg.temperature,
+            cfg.max_new_tokens,
+            sample_seed,
+            backend,
+            out / "samples.jsonl",
+        )
+        write(result, out / "probe.json")
+        paths = run_diagnose(
+            model,
+            None,
+            str(out),
+            responses=str(out / "samples.jsonl"),
+            task=cfg.task,
+            temperature=cfg.temperature,
+        )
+        if results is not None:
+            dst = results / "localization" / name
+            dst.mkdir(parents=True, exist_ok=True)
+            for small in SMALL_OUTPUTS:
+                shutil.copy2(out / small, dst / small)
+        done.append({"label": name, "out": out, "summary": json.loads(paths["summary"].read_text())})
+        print(f"[study]   {name}: heatmap page {paths['html']}", flush=True)
+    return done
+
+
+def load_localization(root: Path) -> dict[str, dict[str, Any]]:
+    """label -> diagnose summary for every ``<root>/localization/<label>/summary.json``."""
+    import json
+
+    out = {}
+    for path in sorted((root / "localization").glob("*/summary.json")):
+        out[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
+    return out
