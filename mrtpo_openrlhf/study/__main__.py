@@ -9,6 +9,14 @@ from pathlib import Path
 from mrtpo_openrlhf.launch.watchdog import STALL_SECONDS
 
 
+def study_folders(cfg, args) -> tuple[Path, Path | None]:
+    """(study folder, results folder or None) from ``--out``/``--results`` and the config's name."""
+    from .config import REPO_ROOT
+
+    results = args.results or REPO_ROOT / "docs" / "results" / cfg.name
+    return args.out or REPO_ROOT / "runs" / "study" / cfg.name, None if str(results) == "none" else results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.study", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -93,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[study] report: {path}")
         return 0
     if args.cmd == "run":
-        from .config import REPO_ROOT, ConfigError, load_config
+        from .config import ConfigError, load_config
         from .runner import run_study
 
         try:
@@ -107,11 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             ap.error(f"--seeds {bad}: not in the config's seeds {cfg.seeds}")
         try:
-            results = args.results or REPO_ROOT / "docs" / "results" / cfg.name
-            results = None if str(results) == "none" else results
+            study_dir, results = study_folders(cfg, args)
             failed = run_study(
                 cfg,
-                args.out or REPO_ROOT / "runs" / "study" / cfg.name,
+                study_dir,
                 args.dry_run,
                 args.arms,
                 args.seeds,
@@ -128,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         return 1 if failed else 0
     if args.cmd == "localize":
-        from .config import REPO_ROOT, ConfigError, load_config
+        from .config import ConfigError, load_config
         from .localize import BASE, LocalizeError, localize
 
         try:
@@ -138,14 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         bad = [a for a in args.arms if a != BASE and a not in cfg.arms]
         if bad:
             ap.error(f"--arms {bad}: not in the config's arms {cfg.arms} (or '{BASE}')")
-        results = args.results or REPO_ROOT / "docs" / "results" / cfg.name
+        study_dir, results = study_folders(cfg, args)
         try:
             localize(
                 cfg,
-                args.out or REPO_ROOT / "runs" / "study" / cfg.name,
+                study_dir,
                 args.arms,
                 args.seed,
-                None if str(results) == "none" else results,
+                results,
                 args.prompts,
                 args.samples,
                 args.sample_seed,
