@@ -244,13 +244,20 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             cap_counts[1] += int(mask.sum())
             if dump is not None:
                 for j, g in enumerate(e.index):
-                    dump[g] = {"advantages": a[j][mask[j]].clone(), "gdpo": float(response.level[g])}
+                    dump[g] = {
+                        "advantages": a[j][mask[j]].clone(),
+                        "gdpo": float(response.level[g]),
+                        "sequence": e.sequences[j][e.attention_mask[j].bool()].clone(),
+                    }
             if e.kl is not None and not args.algo.kl.use_loss:
                 kl_penalty = compute_reward(
                     torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask
                 )
                 a = a + self.get_cumulative_returns(kl_penalty, e.action_mask, 1.0)
             e.advantages = a.float()
+            if dump is not None:  # what the loss gets: the KL-in-reward term added
+                for j, g in enumerate(e.index):
+                    dump[g]["final"] = e.advantages[j][mask[j]].clone()
             e.returns = e.advantages.clone()
             e.info["return"] = e.rewards.float()
             e.info["group_reward_std"] = self._group_std(batch, group_size)[rows]
@@ -268,8 +275,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         return experiences
 
     def _dump(self, rows: dict, beta: float, mode: str) -> None:
-        """Write this step's token advantages (before the KL term) and GDPO's response-level advantage on the same
-        batch to $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the end-to-end checks of the placement."""
+        """Write this step's token advantages (``advantages``: before the KL term; ``final``: with it), GDPO's
+        response-level advantage on the same batch and the sequence (prompt + response ids) to
+        $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the end-to-end checks of the placement."""
         folder = os.environ[DUMP_ENV]
         os.makedirs(folder, exist_ok=True)
         torch.save(

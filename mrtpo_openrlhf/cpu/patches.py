@@ -17,6 +17,7 @@ Switches (environment):
     MRTPO_CPU_TORCH_ADAM=0          keep DeepSpeed's compiled CPU Adam (default: plain torch AdamW, no JIT).
     MRTPO_METRICS_JSONL=PATH        append each logged training step to PATH (see mrtpo_openrlhf/metrics.py).
     MRTPO_CPU_SKIP_WEIGHT_SYNC=1    negative control: vLLM receives the weights but does not load them.
+    MRTPO_CPU_ZERO3_PERSISTENCE=N   ZeRO-3 stage3_param_persistence_threshold (0: partition every parameter).
     MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
 """
 
@@ -140,6 +141,51 @@ def device_mesh_on_cpu(ds_module: ModuleType) -> None:
         return original("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
 
     ds_module.init_device_mesh = _mark(init_device_mesh)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3b. EMA: ActorPPOTrainer.training_step calls strategy.moving_average(..., "cuda")
+
+
+def ema_on_cpu(ds_module: ModuleType) -> None:
+    """With --train.enable_ema every optimizer step moves the actor's parameters to "cuda" for the EMA update,
+    which raises on a CPU build; average on the CPU instead."""
+    strategy_cls = require_attr(ds_module, "DeepspeedStrategy")
+    original = strategy_cls.moving_average
+    require_source(original, r"param\.data\.to\(device\)", "the EMA update moves parameters to `device`")
+    if _marked(original):
+        return
+
+    @functools.wraps(original)
+    def moving_average(self, model, model_ema, beta=0.992, device="cpu"):
+        return original(self, model, model_ema, beta, "cpu" if device == "cuda" else device)
+
+    strategy_cls.moving_average = _mark(moving_average)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3c. Optional: really partition a small model under ZeRO-3 (multi-rank tests)
+
+
+def zero3_persistence_threshold(ds_module: ModuleType) -> None:
+    """MRTPO_CPU_ZERO3_PERSISTENCE=N sets ZeRO-3's stage3_param_persistence_threshold to N in the train and eval
+    configs. Upstream leaves it "auto" (DeepSpeed: 1e5 elements), so every matrix of a tiny test model stays whole
+    on each rank and a multi-rank test would pass even where ranks disagree on the number of forwards; 0
+    partitions every parameter."""
+    strategy_cls = require_attr(ds_module, "DeepspeedStrategy")
+    for name in ("get_ds_train_config", "get_ds_eval_config"):
+        original = getattr(strategy_cls, name)
+        if _marked(original):
+            continue
+
+        def wrapped(self, *args, _original=original, **kwargs):
+            config = _original(self, *args, **kwargs)
+            value = os.environ.get("MRTPO_CPU_ZERO3_PERSISTENCE", "").strip()
+            if value and "zero_optimization" in config:
+                config["zero_optimization"]["stage3_param_persistence_threshold"] = int(value)
+            return config
+
+        setattr(strategy_cls, name, _mark(functools.wraps(original)(wrapped)))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -441,7 +487,14 @@ PATCHES: List[Patch] = [
     Patch("cuda_noops_and_cpu_device", "torch", cuda_noops_and_cpu_device, "torch.cuda calls raise on a CPU build"),
     Patch("flash_attn_stub", "openrlhf", flash_attn_stub, "openrlhf.models needs flash_attn at import"),
     Patch("device_mesh_on_cpu", "openrlhf.utils.deepspeed.deepspeed", device_mesh_on_cpu, "NaN losses, 2+ ranks"),
+    Patch("ema_on_cpu", "openrlhf.utils.deepspeed.deepspeed", ema_on_cpu, "--train.enable_ema moves params to cuda"),
     Patch("deepspeed_torch_adam", "openrlhf.utils.deepspeed.deepspeed", deepspeed_torch_adam, "40 s Adam JIT"),
+    Patch(
+        "zero3_persistence_threshold",
+        "openrlhf.utils.deepspeed.deepspeed",
+        zero3_persistence_threshold,
+        "tiny models stay unpartitioned under ZeRO-3",
+    ),
     Patch(
         "gloo_weight_sync_group", "openrlhf.utils.distributed_util", gloo_weight_sync_group, "no-op PyNccl broadcast"
     ),

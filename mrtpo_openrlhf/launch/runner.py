@@ -389,8 +389,8 @@ def run_openrlhf_cpu(
         return None
 
     workdir.mkdir(parents=True, exist_ok=True)
-    if metrics_path.exists():
-        metrics_path.unlink()  # metrics of this run only
+    if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
+        metrics_path.unlink()  # metrics of this run only (a resumed run keeps them: the trainer truncates them)
     (workdir / "run.json").write_text(json.dumps(dict(dtype_info, module=module), indent=2) + "\n")
     out = stream or sys.stdout
     log_path = workdir / "train.log"

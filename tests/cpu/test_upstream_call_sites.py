@@ -43,6 +43,8 @@ CALL_SITES = [
         r"self\.get_ds_train_config\(optim_dict=",
     ),
     ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy._ds_init_train_model", r'"type": "AdamW"'),
+    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy.moving_average", r"param\.data\.to\(device\)"),
+    ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer.training_step", r'moving_average\([^)]*"cuda"\)'),
     ("openrlhf.utils.distributed_util", "stateless_init_process_group", r"PyNcclCommunicator\("),
     ("openrlhf.utils.distributed_util", "torch_dist_barrier_and_cuda_sync", r"torch\.cuda\.synchronize\(\)"),
     ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer._init_vllm_sync_group", r"stateless_init_process_group\("),
