@@ -40,8 +40,9 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
         if not getattr(self, "_partition_logged", False):
             self._partition_logged = True
             partitioned, total = zero3_partitioned(self.actor.model)
+            rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
             print(
-                f"[mrtpo] replay on rank {self.strategy.get_rank()}: {partitioned} of {total} parameters "
+                f"[mrtpo] replay on rank {rank}: {partitioned} of {total} parameters "
                 "partitioned by ZeRO-3",
                 flush=True,
             )

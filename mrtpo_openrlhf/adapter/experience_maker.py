@@ -249,6 +249,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                         "gdpo": float(response.level[g]),
                         "sequence": e.sequences[j][e.attention_mask[j].bool()].clone(),
                     }
+                    if replay is not None and g in replay.q:  # what the ranks replayed and the q they returned
+                        dump[g]["replay_request"] = replay.requests[g]
+                        dump[g]["q"] = replay.q[g][1].clone()
             if e.kl is not None and not args.algo.kl.use_loss:
                 kl_penalty = compute_reward(
                     torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask
@@ -276,8 +279,9 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
 
     def _dump(self, rows: dict, beta: float, mode: str) -> None:
         """Write this step's token advantages (``advantages``: before the KL term; ``final``: with it), GDPO's
-        response-level advantage on the same batch and the sequence (prompt + response ids) to
-        $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the end-to-end checks of the placement."""
+        response-level advantage on the same batch, the sequence (prompt + response ids) and, for replayed rows,
+        the ReplayRequest and the (K, L) q the actor ranks returned, to $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the
+        end-to-end checks of the placement and of the multi-rank replay."""
         folder = os.environ[DUMP_ENV]
         os.makedirs(folder, exist_ok=True)
         torch.save(
@@ -393,7 +397,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             metrics[f"mrtpo/skipped_pairs/{reason}"] = float(count)
         metrics["mrtpo/replay_time"] = time.time() - t0
         metrics["mrtpo/replay_forwards_per_rank"] = float(forwards)
-        return _Replay(q, metrics)
+        return _Replay(q, metrics, {g: requests[g][0] for g in q})
 
     @staticmethod
     def _replay_metrics(batch: RewardBatch, q, requests) -> dict[str, float]:
@@ -419,3 +423,4 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
 class _Replay:
     q: dict[int, tuple[int, torch.Tensor]]  # global row -> (first action column, (K, L) relevance)
     metrics: dict[str, float]
+    requests: dict[int, ReplayRequest]  # global row -> what was replayed (kept for the dumps)

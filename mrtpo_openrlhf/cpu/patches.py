@@ -337,18 +337,21 @@ def replay_buffer_on_cpu(module: ModuleType) -> None:
 # 8. vLLM sleep mode off
 
 
-def vllm_sleep_off(module: ModuleType) -> None:
-    """vLLM refuses sleep mode on the CPU platform; turn --vllm.enable_sleep off before anything reads it."""
+def sleep_modes_off(module: ModuleType) -> None:
+    """vLLM refuses sleep mode on the CPU platform, and DeepSpeed's (offloading its states to free GPU memory) has
+    nothing to free there; turn --vllm.enable_sleep and --ds.enable_sleep off before anything reads them. The
+    paper-scale command lines set both (colocate_all), so a CPU head can run them unchanged."""
     original = require_attr(module, "get_strategy")
     if _marked(original):
         return
 
     @functools.wraps(original)
     def get_strategy(args):
-        vllm_args = getattr(args, "vllm", None)
-        if vllm_args is not None and getattr(vllm_args, "enable_sleep", False):
-            print("[mrtpo.cpu] vLLM sleep mode is unsupported on CPU: setting --vllm.enable_sleep off", flush=True)
-            vllm_args.enable_sleep = False
+        for group in ("vllm", "ds"):
+            group_args = getattr(args, group, None)
+            if group_args is not None and getattr(group_args, "enable_sleep", False):
+                print(f"[mrtpo.cpu] sleep mode has no use on CPU: setting --{group}.enable_sleep off", flush=True)
+                group_args.enable_sleep = False
         return original(args)
 
     module.get_strategy = _mark(get_strategy)
@@ -506,7 +509,7 @@ PATCHES: List[Patch] = [
         "cuda buffer; per-tensor load fails on repacked weights; stale tied lm_head",
     ),
     Patch("replay_buffer_on_cpu", "openrlhf.trainer.ppo_utils.replay_buffer", replay_buffer_on_cpu, "cuda device"),
-    Patch("vllm_sleep_off", "openrlhf.utils.utils", vllm_sleep_off, "vLLM refuses sleep mode on CPU"),
+    Patch("sleep_modes_off", "openrlhf.utils.utils", sleep_modes_off, "vLLM refuses sleep mode on CPU"),
     Patch("metrics_jsonl", "openrlhf.trainer.ppo_trainer", metrics_jsonl, "no machine-readable per-step metrics"),
     Patch("fp32_param_dtype", "openrlhf.utils.deepspeed.deepspeed", fp32_param_dtype, "emulated bf16: 70x slower"),
     Patch("fp32_torch_dtype", "openrlhf.utils.utils", fp32_torch_dtype, "convert_to_torch_dtype rejects fp32"),

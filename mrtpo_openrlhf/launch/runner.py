@@ -179,31 +179,48 @@ class RayHead:
 
 
 def ray_start_command(
-    num_cpus: int, num_gpus: int, port: int, temp_dir: os.PathLike, object_store_mb: int = 1024
+    num_cpus: int,
+    num_gpus: int,
+    port: int,
+    temp_dir: os.PathLike,
+    object_store_mb: int = 1024,
+    dashboard_port: Optional[int] = None,
 ) -> List[str]:
-    """The ``ray start --head`` command line for a private head (free ports, no dashboard, fake GPUs)."""
+    """The ``ray start --head`` command line for a private head (free ports, fake GPUs). No dashboard, unless
+    ``dashboard_port`` is given: then the dashboard and its job server (``ray job submit``) listen on
+    127.0.0.1:dashboard_port."""
     ray_exe = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
     command = [
         ray_exe, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
         "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus), "--temp-dir", str(temp_dir),
-        "--object-store-memory", str(object_store_mb * 1024 * 1024), "--include-dashboard", "false",
-        "--disable-usage-stats",
+        "--object-store-memory", str(object_store_mb * 1024 * 1024), "--disable-usage-stats",
     ]  # fmt: skip
+    if dashboard_port is None:
+        command += ["--include-dashboard", "false"]
+    else:
+        command += ["--include-dashboard", "true", "--dashboard-host", "127.0.0.1"]
+        command += ["--dashboard-port", str(dashboard_port)]
     for flag in _RAY_PORT_FLAGS:
         command += [flag, str(free_port())]
     return command
 
 
 def start_ray_head(
-    env: Dict[str, str], num_cpus: int = 8, num_gpus: int = 4, object_store_mb: int = 1024, timeout: float = 120.0
+    env: Dict[str, str],
+    num_cpus: int = 8,
+    num_gpus: int = 4,
+    object_store_mb: int = 1024,
+    timeout: float = 120.0,
+    dashboard_port: Optional[int] = None,
 ) -> RayHead:
     """Start a private Ray head in its own session with ``env`` (which Ray workers inherit).
 
-    ``num_gpus`` are fake GPUs: every OpenRLHF actor and vLLM engine asks for ``num_gpus=1``.
+    ``num_gpus`` are fake GPUs: every OpenRLHF actor and vLLM engine asks for ``num_gpus=1``. With
+    ``dashboard_port`` the head also serves Ray's job API on http://127.0.0.1:dashboard_port.
     """
     temp_dir = Path(tempfile.mkdtemp(prefix="mrray", dir="/tmp"))  # short: Ray's unix sockets live here
     port = free_port()
-    command = ray_start_command(num_cpus, num_gpus, port, temp_dir, object_store_mb)
+    command = ray_start_command(num_cpus, num_gpus, port, temp_dir, object_store_mb, dashboard_port)
     started = time.time()
     proc = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True

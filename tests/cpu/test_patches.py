@@ -188,12 +188,12 @@ def test_torch_adam_flag_added_to_adamw_config(monkeypatch):
     assert "torch_adam" not in DeepspeedStrategy().get_ds_train_config(optim_dict={})["optimizer"]["params"]
 
 
-def test_vllm_sleep_turned_off():
+def test_sleep_modes_turned_off():
     module = types.ModuleType("fake_utils")
-    module.get_strategy = lambda args: args.vllm.enable_sleep
-    patches.vllm_sleep_off(module)
-    args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=True))
-    assert module.get_strategy(args) is False and args.vllm.enable_sleep is False
+    module.get_strategy = lambda args: (args.vllm.enable_sleep, args.ds.enable_sleep)
+    patches.sleep_modes_off(module)
+    args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=True), ds=SimpleNamespace(enable_sleep=True))
+    assert module.get_strategy(args) == (False, False)
 
 
 def test_replay_buffer_target_is_cpu_on_real_upstream():
