@@ -39,6 +39,20 @@ def append_step(path: str | os.PathLike, step: int, logs: Mapping[str, Any]) -> 
     return record
 
 
+def truncate_after(path: str | os.PathLike, step: int) -> int:
+    """Keep only the rows of ``path`` with ``step <= step`` (a resumed run logs the later steps again); returns
+    how many rows were dropped. A missing file is left missing."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    rows = read_metrics(path)
+    kept = [row for row in rows if int(row.get("step", 0)) <= step]
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
+    os.replace(tmp, path)
+    return len(rows) - len(kept)
+
+
 def read_metrics(path: str | os.PathLike) -> List[Dict[str, Any]]:
     """All records of a metrics JSONL file, in order. A torn last line (run killed mid-write) is skipped."""
     records = []

@@ -21,6 +21,12 @@ method_flags=()
 MAX_LEN=${MAX_LEN:-$((MAX_NEW_TOKENS + 2048))}
 EPISODES=${EPISODES:-1}
 RUN_NAME=${RUN_NAME:-${ESTIMATOR}-${TASK}-$(basename "$MODEL")}
+if [ -n "${RAY_JOB_ADDRESS:-}" ] && [ -f "$REWARD_FUNC" ]; then
+  # A submitted job runs in the shipped copy of this repo (the runtime env's working_dir), on whichever node:
+  # name a reward file of the repo by its path inside it.
+  reward_abs="$(cd "$(dirname "$REWARD_FUNC")" && pwd)/$(basename "$REWARD_FUNC")"
+  case "$reward_abs" in "$ROOT"/*) REWARD_FUNC=${reward_abs#"$ROOT"/} ;; esac
+fi
 OUT=${OUT:-$ROOT/runs/$RUN_NAME}
 
 cmd=(python -m mrtpo_openrlhf.cli.train_ppo_ray

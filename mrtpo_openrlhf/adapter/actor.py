@@ -11,6 +11,13 @@ from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 from ..core import ReplayRequest, replay_relevance
 
 
+def zero3_partitioned(module: torch.nn.Module) -> tuple[int, int]:
+    """(parameters whose local ZeRO-3 shard holds fewer elements than the full tensor, all parameters)."""
+    params = list(module.parameters())
+    split = sum(1 for p in params if hasattr(p, "ds_tensor") and p.ds_tensor.numel() < getattr(p, "ds_numel", 0))
+    return split, len(params)
+
+
 class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
     """Upstream's policy actor plus ``replay_relevance`` (dispatched like ``forward``)."""
 
@@ -30,6 +37,15 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
         runs on the engine's HF module; a rank whose model cannot take a KV cache replays unshared (fewer
         forwards) and pads with dummies up to the same count.
         """
+        if not getattr(self, "_partition_logged", False):
+            self._partition_logged = True
+            partitioned, total = zero3_partitioned(self.actor.model)
+            rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+            print(
+                f"[mrtpo] replay on rank {rank}: {partitioned} of {total} parameters "
+                "partitioned by ZeRO-3",
+                flush=True,
+            )
         self.actor.eval()
         try:
             q, _ = replay_relevance(

@@ -244,13 +244,23 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             cap_counts[1] += int(mask.sum())
             if dump is not None:
                 for j, g in enumerate(e.index):
-                    dump[g] = {"advantages": a[j][mask[j]].clone(), "gdpo": float(response.level[g])}
+                    dump[g] = {
+                        "advantages": a[j][mask[j]].clone(),
+                        "gdpo": float(response.level[g]),
+                        "sequence": e.sequences[j][e.attention_mask[j].bool()].clone(),
+                    }
+                    if replay is not None and g in replay.q:  # what the ranks replayed and the q they returned
+                        dump[g]["replay_request"] = replay.requests[g]
+                        dump[g]["q"] = replay.q[g][1].clone()
             if e.kl is not None and not args.algo.kl.use_loss:
                 kl_penalty = compute_reward(
                     torch.zeros(len(e.index)), self.kl_ctl.value, e.kl, action_mask=e.action_mask
                 )
                 a = a + self.get_cumulative_returns(kl_penalty, e.action_mask, 1.0)
             e.advantages = a.float()
+            if dump is not None:  # what the loss gets: the KL-in-reward term added
+                for j, g in enumerate(e.index):
+                    dump[g]["final"] = e.advantages[j][mask[j]].clone()
             e.returns = e.advantages.clone()
             e.info["return"] = e.rewards.float()
             e.info["group_reward_std"] = self._group_std(batch, group_size)[rows]
@@ -268,8 +278,10 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         return experiences
 
     def _dump(self, rows: dict, beta: float, mode: str) -> None:
-        """Write this step's token advantages (before the KL term) and GDPO's response-level advantage on the same
-        batch to $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the end-to-end checks of the placement."""
+        """Write this step's token advantages (``advantages``: before the KL term; ``final``: with it), GDPO's
+        response-level advantage on the same batch, the sequence (prompt + response ids) and, for replayed rows,
+        the ReplayRequest and the (K, L) q the actor ranks returned, to $MRTPO_DUMP_ADVANTAGES/step<N>.pt, for the
+        end-to-end checks of the placement and of the multi-rank replay."""
         folder = os.environ[DUMP_ENV]
         os.makedirs(folder, exist_ok=True)
         torch.save(
@@ -385,7 +397,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             metrics[f"mrtpo/skipped_pairs/{reason}"] = float(count)
         metrics["mrtpo/replay_time"] = time.time() - t0
         metrics["mrtpo/replay_forwards_per_rank"] = float(forwards)
-        return _Replay(q, metrics)
+        return _Replay(q, metrics, {g: requests[g][0] for g in q})
 
     @staticmethod
     def _replay_metrics(batch: RewardBatch, q, requests) -> dict[str, float]:
@@ -411,3 +423,4 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
 class _Replay:
     q: dict[int, tuple[int, torch.Tensor]]  # global row -> (first action column, (K, L) relevance)
     metrics: dict[str, float]
+    requests: dict[int, ReplayRequest]  # global row -> what was replayed (kept for the dumps)

@@ -9,7 +9,7 @@ import ray
 import torch
 from openrlhf.trainer.ppo_trainer import PPOTrainer
 
-from ..metrics import append_step
+from ..metrics import append_step, truncate_after
 from .experience_maker import MRTPOExperienceMaker
 from .samples_generator import MRTPOSamplesGenerator
 
@@ -84,6 +84,20 @@ class MRTPOPPOTrainerBase(PPOTrainer.__ray_actor_class__):
         metrics["timing/step_wall"] = step_time
         status.update(metrics)
         return status, next_step
+
+    def init_checkpoint_states(self):
+        """Upstream's resume state; on resume the metrics file continues at the checkpoint's step (rows of steps
+        after it, logged before the interruption, are dropped: the resumed run logs those steps again)."""
+        states = super().init_checkpoint_states()
+        path = os.environ.get("MRTPO_METRICS_JSONL")
+        dropped = truncate_after(path, states["global_step"]) if path else 0  # a fresh start keeps no old rows
+        if states["global_step"] > 0:
+            print(
+                f"[mrtpo] resuming at step {states['global_step']} ({states['total_consumed_prompts']} prompts "
+                f"consumed); metrics continue in {path} ({dropped} later rows dropped)",
+                flush=True,
+            )
+        return states
 
     def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
         """Also append the step's numeric metrics to $MRTPO_METRICS_JSONL (one JSON line per logged step)."""

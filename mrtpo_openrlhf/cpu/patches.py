@@ -17,6 +17,7 @@ Switches (environment):
     MRTPO_CPU_TORCH_ADAM=0          keep DeepSpeed's compiled CPU Adam (default: plain torch AdamW, no JIT).
     MRTPO_METRICS_JSONL=PATH        append each logged training step to PATH (see mrtpo_openrlhf/metrics.py).
     MRTPO_CPU_SKIP_WEIGHT_SYNC=1    negative control: vLLM receives the weights but does not load them.
+    MRTPO_CPU_ZERO3_PERSISTENCE=N   ZeRO-3 stage3_param_persistence_threshold (0: partition every parameter).
     MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
 """
 
@@ -140,6 +141,51 @@ def device_mesh_on_cpu(ds_module: ModuleType) -> None:
         return original("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
 
     ds_module.init_device_mesh = _mark(init_device_mesh)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3b. EMA: ActorPPOTrainer.training_step calls strategy.moving_average(..., "cuda")
+
+
+def ema_on_cpu(ds_module: ModuleType) -> None:
+    """With --train.enable_ema every optimizer step moves the actor's parameters to "cuda" for the EMA update,
+    which raises on a CPU build; average on the CPU instead."""
+    strategy_cls = require_attr(ds_module, "DeepspeedStrategy")
+    original = strategy_cls.moving_average
+    require_source(original, r"param\.data\.to\(device\)", "the EMA update moves parameters to `device`")
+    if _marked(original):
+        return
+
+    @functools.wraps(original)
+    def moving_average(self, model, model_ema, beta=0.992, device="cpu"):
+        return original(self, model, model_ema, beta, "cpu" if device == "cuda" else device)
+
+    strategy_cls.moving_average = _mark(moving_average)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3c. Optional: really partition a small model under ZeRO-3 (multi-rank tests)
+
+
+def zero3_persistence_threshold(ds_module: ModuleType) -> None:
+    """MRTPO_CPU_ZERO3_PERSISTENCE=N sets ZeRO-3's stage3_param_persistence_threshold to N in the train and eval
+    configs. Upstream leaves it "auto" (DeepSpeed: 1e5 elements), so every matrix of a tiny test model stays whole
+    on each rank and a multi-rank test would pass even where ranks disagree on the number of forwards; 0
+    partitions every parameter."""
+    strategy_cls = require_attr(ds_module, "DeepspeedStrategy")
+    for name in ("get_ds_train_config", "get_ds_eval_config"):
+        original = getattr(strategy_cls, name)
+        if _marked(original):
+            continue
+
+        def wrapped(self, *args, _original=original, **kwargs):
+            config = _original(self, *args, **kwargs)
+            value = os.environ.get("MRTPO_CPU_ZERO3_PERSISTENCE", "").strip()
+            if value and "zero_optimization" in config:
+                config["zero_optimization"]["stage3_param_persistence_threshold"] = int(value)
+            return config
+
+        setattr(strategy_cls, name, _mark(functools.wraps(original)(wrapped)))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -291,18 +337,21 @@ def replay_buffer_on_cpu(module: ModuleType) -> None:
 # 8. vLLM sleep mode off
 
 
-def vllm_sleep_off(module: ModuleType) -> None:
-    """vLLM refuses sleep mode on the CPU platform; turn --vllm.enable_sleep off before anything reads it."""
+def sleep_modes_off(module: ModuleType) -> None:
+    """vLLM refuses sleep mode on the CPU platform, and DeepSpeed's (offloading its states to free GPU memory) has
+    nothing to free there; turn --vllm.enable_sleep and --ds.enable_sleep off before anything reads them. The
+    paper-scale command lines set both (colocate_all), so a CPU head can run them unchanged."""
     original = require_attr(module, "get_strategy")
     if _marked(original):
         return
 
     @functools.wraps(original)
     def get_strategy(args):
-        vllm_args = getattr(args, "vllm", None)
-        if vllm_args is not None and getattr(vllm_args, "enable_sleep", False):
-            print("[mrtpo.cpu] vLLM sleep mode is unsupported on CPU: setting --vllm.enable_sleep off", flush=True)
-            vllm_args.enable_sleep = False
+        for group in ("vllm", "ds"):
+            group_args = getattr(args, group, None)
+            if group_args is not None and getattr(group_args, "enable_sleep", False):
+                print(f"[mrtpo.cpu] sleep mode has no use on CPU: setting --{group}.enable_sleep off", flush=True)
+                group_args.enable_sleep = False
         return original(args)
 
     module.get_strategy = _mark(get_strategy)
@@ -441,7 +490,14 @@ PATCHES: List[Patch] = [
     Patch("cuda_noops_and_cpu_device", "torch", cuda_noops_and_cpu_device, "torch.cuda calls raise on a CPU build"),
     Patch("flash_attn_stub", "openrlhf", flash_attn_stub, "openrlhf.models needs flash_attn at import"),
     Patch("device_mesh_on_cpu", "openrlhf.utils.deepspeed.deepspeed", device_mesh_on_cpu, "NaN losses, 2+ ranks"),
+    Patch("ema_on_cpu", "openrlhf.utils.deepspeed.deepspeed", ema_on_cpu, "--train.enable_ema moves params to cuda"),
     Patch("deepspeed_torch_adam", "openrlhf.utils.deepspeed.deepspeed", deepspeed_torch_adam, "40 s Adam JIT"),
+    Patch(
+        "zero3_persistence_threshold",
+        "openrlhf.utils.deepspeed.deepspeed",
+        zero3_persistence_threshold,
+        "tiny models stay unpartitioned under ZeRO-3",
+    ),
     Patch(
         "gloo_weight_sync_group", "openrlhf.utils.distributed_util", gloo_weight_sync_group, "no-op PyNccl broadcast"
     ),
@@ -453,7 +509,7 @@ PATCHES: List[Patch] = [
         "cuda buffer; per-tensor load fails on repacked weights; stale tied lm_head",
     ),
     Patch("replay_buffer_on_cpu", "openrlhf.trainer.ppo_utils.replay_buffer", replay_buffer_on_cpu, "cuda device"),
-    Patch("vllm_sleep_off", "openrlhf.utils.utils", vllm_sleep_off, "vLLM refuses sleep mode on CPU"),
+    Patch("sleep_modes_off", "openrlhf.utils.utils", sleep_modes_off, "vLLM refuses sleep mode on CPU"),
     Patch("metrics_jsonl", "openrlhf.trainer.ppo_trainer", metrics_jsonl, "no machine-readable per-step metrics"),
     Patch("fp32_param_dtype", "openrlhf.utils.deepspeed.deepspeed", fp32_param_dtype, "emulated bf16: 70x slower"),
     Patch("fp32_torch_dtype", "openrlhf.utils.utils", fp32_torch_dtype, "convert_to_torch_dtype rejects fp32"),

@@ -2,13 +2,13 @@
 
 Example:
     python -m mrtpo_openrlhf.launch --workdir runs/demo -- openrlhf.cli.train_ppo_ray --actor.model_name_or_path ...
-Exit status: the command's (124 when it timed out).
+Exit status: the command's (124 when it timed out; 128 + N after signal N: 130 Ctrl-C, 143 SIGTERM).
 """
 
 import argparse
 import sys
 
-from .runner import run_openrlhf_cpu
+from .runner import Interrupted, run_openrlhf_cpu
 from .watchdog import STALL_SECONDS
 
 
@@ -41,17 +41,20 @@ def main(argv=None) -> int:
         if not sep:
             parser.error(f"--env wants KEY=VALUE, got {item!r}")
         extra[key] = value
-    result = run_openrlhf_cpu(
-        command[0],
-        command[1:],
-        args.workdir,
-        num_cpus=args.num_cpus,
-        num_gpus=args.num_gpus,
-        timeout=args.timeout,
-        extra_env=extra,
-        dry_run=args.dry_run,
-        stall_timeout=args.stall_timeout,
-    )
+    try:
+        result = run_openrlhf_cpu(
+            command[0],
+            command[1:],
+            args.workdir,
+            num_cpus=args.num_cpus,
+            num_gpus=args.num_gpus,
+            timeout=args.timeout,
+            extra_env=extra,
+            dry_run=args.dry_run,
+            stall_timeout=args.stall_timeout,
+        )
+    except Interrupted as interrupted:
+        return interrupted.exit_status
     if result is None:
         return 0
     return 124 if result.timed_out else result.returncode

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..core.settings import DEFAULT_BETA, DEFAULT_REPLAY_MICRO_BATCH_SIZE
 from ..tasks import TASKS, get_task
 from .recipes import cpu_grpo_args
-from .runner import REPO_ROOT, dtype_choice, dtype_line, dtype_record, run_openrlhf_cpu
+from .runner import REPO_ROOT, Interrupted, dtype_choice, dtype_line, dtype_record, run_openrlhf_cpu
 from .watchdog import STALL_SECONDS, stop_advice
 
 # Mean |vllm_kl| over the steps after the first when the weights reached vLLM (see docs/cpu.md). One step's value
@@ -166,18 +166,22 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     t0 = time.time()
-    result = run_openrlhf_cpu(
-        "mrtpo_openrlhf.cli.train_ppo_ray",
-        flags,
-        out,
-        num_cpus=8,
-        num_gpus=2,
-        timeout=args.timeout,
-        dry_run=args.dry_run,
-        stall_timeout=args.stall_timeout,
-        total_steps=args.steps,
-        label=f"[mrtpo] {args.estimator} {args.task}",
-    )
+    try:
+        result = run_openrlhf_cpu(
+            "mrtpo_openrlhf.cli.train_ppo_ray",
+            flags,
+            out,
+            num_cpus=8,
+            num_gpus=2,
+            timeout=args.timeout,
+            dry_run=args.dry_run,
+            stall_timeout=args.stall_timeout,
+            total_steps=args.steps,
+            label=f"[mrtpo] {args.estimator} {args.task}",
+        )
+    except Interrupted as interrupted:
+        print(f"[mrtpo] {interrupted}: the run and its Ray head were stopped; nothing is left running", file=sys.stderr)
+        return interrupted.exit_status
     if result is None:
         return 0
     if not result.ok:

@@ -52,7 +52,7 @@ def cpu_grpo_args(
         "--data.apply_chat_template", "--data.max_samples", str(num_prompts), "--data.max_len", str(max_len),
         "--rollout.max_new_tokens", str(max_new_tokens),
         "--rollout.batch_size", str(prompts_per_step), "--rollout.n_samples_per_prompt", str(samples_per_prompt),
-        "--rollout.micro_batch_size", str(batch), "--train.batch_size", str(batch),
+        "--rollout.micro_batch_size", str(max(1, batch // actor_ranks)), "--train.batch_size", str(batch),
         "--train.micro_batch_size", str(max(1, batch // actor_ranks)),
         "--train.max_epochs", "1", "--train.num_episodes", "1", "--train.seed", str(seed),
         "--actor.num_nodes", "1", "--actor.num_gpus_per_node", str(actor_ranks),

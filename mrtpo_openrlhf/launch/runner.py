@@ -11,7 +11,9 @@
 3. runs ``python -m <module> <args>`` with ``RAY_ADDRESS`` pointing at it, streaming its output with an
    elapsed-time prefix into the console and ``<workdir>/train.log``, sampling the total resident memory;
 4. always tears down only what it started: the process groups of the head and of the command, plus any
-   process whose command line names this run's private temp dir. Never a global ``ray stop``.
+   process whose command line names this run's private temp dir. Never a global ``ray stop``. Ctrl-C (SIGINT),
+   SIGTERM and SIGHUP to the launcher, the stall detector and ``timeout`` all end that way; a signal then
+   surfaces as ``Interrupted`` (the CLIs exit with 128 + the signal number).
 """
 
 from __future__ import annotations
@@ -126,6 +128,39 @@ def dtype_line(record: Dict[str, object]) -> str:
     return f"CPU dtype {record['cpu_dtype']} ({how}; {hardware}; torch CPU capability {record['cpu_capability']})"
 
 
+class Interrupted(KeyboardInterrupt):
+    """The launcher got SIGINT, SIGTERM or SIGHUP; what it started was stopped before this propagates.
+
+    A KeyboardInterrupt (so a BaseException): no ``except Exception`` on the way swallows it.
+    """
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def set_stop_signal_handlers(handler) -> Callable[[], None]:
+    """Install ``handler`` for STOP_SIGNALS; returns the function that puts the previous handlers back.
+
+    A no-op off the main thread (Python only delivers signals there)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    return lambda: [signal.signal(sig, old) for sig, old in previous.items()] and None
+
+
+def raise_interrupted(signum, _frame) -> None:
+    """A signal handler: SIGINT/SIGTERM/SIGHUP become ``Interrupted``."""
+    raise Interrupted(signum)
+
+
 @dataclass
 class RayHead:
     """A private Ray head started by ``start_ray_head``; ``stop()`` ends exactly its processes."""
@@ -144,31 +179,48 @@ class RayHead:
 
 
 def ray_start_command(
-    num_cpus: int, num_gpus: int, port: int, temp_dir: os.PathLike, object_store_mb: int = 1024
+    num_cpus: int,
+    num_gpus: int,
+    port: int,
+    temp_dir: os.PathLike,
+    object_store_mb: int = 1024,
+    dashboard_port: Optional[int] = None,
 ) -> List[str]:
-    """The ``ray start --head`` command line for a private head (free ports, no dashboard, fake GPUs)."""
+    """The ``ray start --head`` command line for a private head (free ports, fake GPUs). No dashboard, unless
+    ``dashboard_port`` is given: then the dashboard and its job server (``ray job submit``) listen on
+    127.0.0.1:dashboard_port."""
     ray_exe = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
     command = [
         ray_exe, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
         "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus), "--temp-dir", str(temp_dir),
-        "--object-store-memory", str(object_store_mb * 1024 * 1024), "--include-dashboard", "false",
-        "--disable-usage-stats",
+        "--object-store-memory", str(object_store_mb * 1024 * 1024), "--disable-usage-stats",
     ]  # fmt: skip
+    if dashboard_port is None:
+        command += ["--include-dashboard", "false"]
+    else:
+        command += ["--include-dashboard", "true", "--dashboard-host", "127.0.0.1"]
+        command += ["--dashboard-port", str(dashboard_port)]
     for flag in _RAY_PORT_FLAGS:
         command += [flag, str(free_port())]
     return command
 
 
 def start_ray_head(
-    env: Dict[str, str], num_cpus: int = 8, num_gpus: int = 4, object_store_mb: int = 1024, timeout: float = 120.0
+    env: Dict[str, str],
+    num_cpus: int = 8,
+    num_gpus: int = 4,
+    object_store_mb: int = 1024,
+    timeout: float = 120.0,
+    dashboard_port: Optional[int] = None,
 ) -> RayHead:
     """Start a private Ray head in its own session with ``env`` (which Ray workers inherit).
 
-    ``num_gpus`` are fake GPUs: every OpenRLHF actor and vLLM engine asks for ``num_gpus=1``.
+    ``num_gpus`` are fake GPUs: every OpenRLHF actor and vLLM engine asks for ``num_gpus=1``. With
+    ``dashboard_port`` the head also serves Ray's job API on http://127.0.0.1:dashboard_port.
     """
     temp_dir = Path(tempfile.mkdtemp(prefix="mrray", dir="/tmp"))  # short: Ray's unix sockets live here
     port = free_port()
-    command = ray_start_command(num_cpus, num_gpus, port, temp_dir, object_store_mb)
+    command = ray_start_command(num_cpus, num_gpus, port, temp_dir, object_store_mb, dashboard_port)
     started = time.time()
     proc = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
@@ -190,7 +242,7 @@ def start_ray_head(
 
 
 def _processes() -> Dict[int, tuple]:
-    """pid -> (pgid, cmdline) for every readable process."""
+    """pid -> (pgid, parent pid, cmdline) for every readable process."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -199,20 +251,31 @@ def _processes() -> Dict[int, tuple]:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            found[pid] = (os.getpgid(pid), cmdline)
-        except (OSError, ProcessLookupError):
+            with open(f"/proc/{pid}/stat") as handle:
+                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+            found[pid] = (os.getpgid(pid), ppid, cmdline)
+        except (OSError, ProcessLookupError, IndexError, ValueError):
             continue
     return found
 
 
 def owned_pids(pgids: Sequence[int], marker: Optional[str]) -> List[int]:
-    """Processes in one of ``pgids`` or whose command line contains ``marker`` (never this process)."""
+    """Processes in one of ``pgids`` or whose command line contains ``marker``, and all their descendants (a
+    process a Ray worker starts, e.g. vLLM's EngineCore, may carry neither); never this process."""
     me = os.getpid()
-    return [
-        pid
-        for pid, (pgid, cmdline) in _processes().items()
-        if pid != me and (pgid in pgids or (marker and marker in cmdline))
-    ]
+    table = _processes()
+    owned = {pid for pid, (pgid, _, cmdline) in table.items() if pgid in pgids or (marker and marker in cmdline)}
+    children: Dict[int, List[int]] = {}
+    for pid, (_, ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = list(owned)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in owned:
+                owned.add(child)
+                todo.append(child)
+    owned.discard(me)
+    return sorted(owned)
 
 
 def stop_processes(pgids: Sequence[int], marker: Optional[str] = None, grace_seconds: float = 10.0) -> int:
@@ -343,20 +406,16 @@ def run_openrlhf_cpu(
         return None
 
     workdir.mkdir(parents=True, exist_ok=True)
-    if metrics_path.exists():
-        metrics_path.unlink()  # metrics of this run only
+    if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
+        metrics_path.unlink()  # metrics of this run only (a resumed run keeps them: the trainer truncates them)
     (workdir / "run.json").write_text(json.dumps(dict(dtype_info, module=module), indent=2) + "\n")
     out = stream or sys.stdout
     log_path = workdir / "train.log"
     started = time.time()
-    head = start_ray_head(env, num_cpus=num_cpus, num_gpus=num_gpus)
     say = (lambda text: (out.write(text), out.flush())) if echo else (lambda text: None)
-    say(f"[mrtpo.launch] {dtype_line(dtype_info)}\n")
-    say(f"[mrtpo.launch] private Ray head {head.address} (temp {head.temp_dir}) up in {head.start_seconds:.1f}s\n")
     peak = [0]
     proc = None
     stopped: Optional[str] = None
-    milestones: Dict[str, float] = {"ray_started": time.time() - started}
     stop_sampling = threading.Event()
 
     def sample_memory() -> None:
@@ -364,7 +423,18 @@ def run_openrlhf_cpu(
         while not stop_sampling.wait(0.5):
             peak[0] = max(peak[0], rss_bytes(owned_pids(pgids, str(head.temp_dir))))
 
+    # Python's default for SIGTERM/SIGHUP is to die at once, skipping every `finally` and leaking the Ray head
+    # (~8 GB with a vLLM engine); raise instead, so the teardown below always runs.
+    restore_signals = set_stop_signal_handlers(raise_interrupted)
     try:
+        head = start_ray_head(env, num_cpus=num_cpus, num_gpus=num_gpus)  # cleans up after itself if interrupted
+    except BaseException:
+        restore_signals()
+        raise
+    try:
+        milestones: Dict[str, float] = {"ray_started": time.time() - started}
+        say(f"[mrtpo.launch] {dtype_line(dtype_info)}\n")
+        say(f"[mrtpo.launch] private Ray head {head.address} (temp {head.temp_dir}) up in {head.start_seconds:.1f}s\n")
         run_env = dict(env, RAY_ADDRESS=head.address)
         with open(log_path, "w", encoding="utf-8") as log:
             log.write(f"# {shlex.join(command)}\n# {dtype_line(dtype_info)}\n")
@@ -402,16 +472,23 @@ def run_openrlhf_cpu(
                     say(f"[{elapsed:7.1f}s] {line}")
                 proc.wait()
             stopped = watchdog.reason
+    except Interrupted as interrupted:
+        say(f"\n[mrtpo.launch] {interrupted}: stopping the run, its Ray head and every process under it\n")
+        raise
     finally:
-        stop_sampling.set()
-        if proc is not None and proc.poll() is None:
-            stop_processes([proc.pid], None, 5.0)
-        leftovers = head.stop()
-        if proc is not None:
-            stop_processes([proc.pid], None, 2.0)
-        if leftovers:
-            say(f"[mrtpo.launch] warning: {leftovers} processes of this run would not die\n")
-        shutil.rmtree(head.temp_dir, ignore_errors=True)
+        set_stop_signal_handlers(signal.SIG_IGN)  # a second Ctrl-C must not cut the teardown short
+        try:
+            stop_sampling.set()
+            if proc is not None and proc.poll() is None:
+                stop_processes([proc.pid], None, 5.0)
+            leftovers = head.stop()
+            if proc is not None:
+                stop_processes([proc.pid], None, 2.0)
+            if leftovers:
+                say(f"[mrtpo.launch] warning: {leftovers} processes of this run would not die\n")
+            shutil.rmtree(head.temp_dir, ignore_errors=True)
+        finally:
+            restore_signals()
     total = time.time() - started
     say(f"[mrtpo.launch] exit {proc.returncode} after {total:.1f}s, peak memory {peak[0] / 2**30:.2f} GiB\n")
     return RunResult(

@@ -126,13 +126,13 @@ def main(argv: list[str] | None = None) -> int:
                 results=results,
                 stall_timeout=args.stall_timeout,
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupted:  # Ctrl-C, SIGTERM or SIGHUP (launch.runner.Interrupted)
             print(
                 "[study] interrupted: the run in progress was stopped and will be rerun from scratch; "
                 "finished runs are kept. Run the same command to resume.",
                 file=sys.stderr,
             )
-            return 130
+            return getattr(interrupted, "exit_status", 130)
         return 1 if failed else 0
     if args.cmd == "localize":
         from .config import ConfigError, load_config

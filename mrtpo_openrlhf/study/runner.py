@@ -20,14 +20,13 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
-from mrtpo_openrlhf.launch.runner import run_openrlhf_cpu, stop_processes
+from mrtpo_openrlhf.launch.runner import raise_interrupted, run_openrlhf_cpu, set_stop_signal_handlers, stop_processes
 from mrtpo_openrlhf.launch.watchdog import STALL_SECONDS, RunWatchdog, fmt_minutes, stop_advice
 from mrtpo_openrlhf.tasks import get_task
 
@@ -116,10 +115,6 @@ def gpu_command(cfg: StudyConfig, arm: str, seed: int, out: Path) -> tuple[list[
     return ["bash", str(script), *args], env
 
 
-def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def run_study(
     cfg: StudyConfig,
     root: Path,
@@ -151,7 +146,8 @@ def run_study(
         if results:
             Path(results).mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / "study.json", Path(results) / "study.json")
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # so the launcher's cleanup runs on SIGTERM too
+        # SIGTERM/SIGHUP between runs stop the study like Ctrl-C (the launcher itself handles them during a run)
+        set_stop_signal_handlers(raise_interrupted)
     model = None
     if cfg.backend == "cpu" and not dry_run:
         from mrtpo_openrlhf.evaluation.generation import resolve_model

@@ -632,9 +632,15 @@ def test_advantage_dump(monkeypatch, tmp_path, tiny_llama, char_tokenizer):
     monkeypatch.setenv("MRTPO_DUMP_ADVANTAGES", str(tmp_path))
     m = maker(make_args(beta=0.5), tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(rollout(21), 3, 0))
-    dumped = torch.load(tmp_path / "step3.pt")
+    dumped = torch.load(tmp_path / "step3.pt", weights_only=False)  # holds ReplayRequests
     assert dumped["estimator"] == "mrtpo" and dumped["beta"] == 0.5 and len(dumped["rows"]) == 8
+    assert any("q" in r for r in dumped["rows"].values())
     for e in out:
         for row, g in enumerate(e.index):
-            assert torch.equal(dumped["rows"][g]["advantages"], e.advantages[row][e.action_mask[row].bool()])
+            kept = dumped["rows"][g]
+            assert torch.equal(kept["advantages"], e.advantages[row][e.action_mask[row].bool()])
+            assert torch.equal(kept["final"], kept["advantages"])  # no KL term in this batch
+            assert torch.equal(kept["sequence"], e.sequences[row][e.attention_mask[row].bool()])
+            if "q" in kept:  # (K, response length): what the ranks returned for the request kept beside it
+                assert kept["q"].shape[1] == len(kept["replay_request"].response_ids) and (kept["q"] >= 0).all()
             assert dumped["rows"][g]["advantages"].mean().item() == pytest.approx(dumped["rows"][g]["gdpo"], abs=1e-4)

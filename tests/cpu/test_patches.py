@@ -14,7 +14,7 @@ import torch
 from mrtpo_openrlhf.cpu import SITE_DIR, hooks, patches
 from mrtpo_openrlhf.cpu.flash_attn_stub import index_first_axis, pad_input, unpad_input
 from mrtpo_openrlhf.cpu.gloo_sync import GlooWeightSyncGroup
-from mrtpo_openrlhf.metrics import append_step, numeric_metrics, read_metrics
+from mrtpo_openrlhf.metrics import append_step, numeric_metrics, read_metrics, truncate_after
 
 REPO = SITE_DIR.parents[2]
 
@@ -138,6 +138,28 @@ def test_device_mesh_maps_cuda_to_cpu():
     assert seen == ["cpu", "meta"]
 
 
+def test_ema_update_runs_on_the_cpu():
+    seen = []
+
+    class DeepspeedStrategy:
+        def moving_average(self, model, model_ema, beta=0.992, device="cpu"):
+            for param, param_ema in zip(model, model_ema):  # upstream's update, without ZeRO
+                data = param.data.to(device)
+                seen.append(data.device.type)
+                param_ema.data.copy_((1 - beta) * data + beta * param_ema.data)
+
+    module = types.ModuleType("fake_ds")
+    module.DeepspeedStrategy = DeepspeedStrategy
+    model, ema = [torch.ones(2)], [torch.zeros(2)]
+    if not torch.cuda.is_available():
+        with pytest.raises((AssertionError, RuntimeError)):  # what a CPU build does without the patch
+            DeepspeedStrategy().moving_average(model, ema, 0.75, "cuda")
+    patches.ema_on_cpu(module)
+    patches.ema_on_cpu(module)  # idempotent
+    DeepspeedStrategy().moving_average(model, ema, 0.75, "cuda")
+    assert seen[-1] == "cpu" and torch.allclose(ema[0], torch.full((2,), 0.25))
+
+
 def test_require_source_fails_loudly_when_call_site_is_gone():
     class DeepspeedStrategy:
         def setup_distributed(self):
@@ -166,12 +188,12 @@ def test_torch_adam_flag_added_to_adamw_config(monkeypatch):
     assert "torch_adam" not in DeepspeedStrategy().get_ds_train_config(optim_dict={})["optimizer"]["params"]
 
 
-def test_vllm_sleep_turned_off():
+def test_sleep_modes_turned_off():
     module = types.ModuleType("fake_utils")
-    module.get_strategy = lambda args: args.vllm.enable_sleep
-    patches.vllm_sleep_off(module)
-    args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=True))
-    assert module.get_strategy(args) is False and args.vllm.enable_sleep is False
+    module.get_strategy = lambda args: (args.vllm.enable_sleep, args.ds.enable_sleep)
+    patches.sleep_modes_off(module)
+    args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=True), ds=SimpleNamespace(enable_sleep=True))
+    assert module.get_strategy(args) == (False, False)
 
 
 def test_replay_buffer_target_is_cpu_on_real_upstream():
@@ -215,6 +237,40 @@ def test_metrics_helpers(tmp_path):
     path.write_text('{"step": 1}\nnot json\n{"step": 2}\n')
     with pytest.raises(ValueError, match=":2:"):
         read_metrics(path)
+
+
+def test_truncate_after_keeps_steps_up_to_the_checkpoint(tmp_path):
+    path = tmp_path / "m.jsonl"
+    assert truncate_after(path, 2) == 0 and not path.exists()
+    for step in (1, 2, 3):
+        append_step(path, step, {"loss": float(step)})
+    with open(path, "a") as handle:
+        handle.write('{"step": 4, "lo')  # the interrupted run died mid-write
+    assert truncate_after(path, 2) == 1  # step 3 (the torn line is not a row)
+    assert read_metrics(path) == [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 2.0}]
+    append_step(path, 3, {"loss": 9.0})  # the resumed run continues the same file
+    assert [r["step"] for r in read_metrics(path)] == [1, 2, 3]
+    assert truncate_after(path, 0) == 3 and path.read_text() == ""  # a fresh start keeps nothing
+
+
+def test_zero3_persistence_threshold_from_the_environment(monkeypatch):
+    class DeepspeedStrategy:
+        def get_ds_train_config(self, optim_dict=None):
+            return {"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": "auto"}}
+
+        def get_ds_eval_config(self, offload=False):
+            return {"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": "auto"}}
+
+    module = types.ModuleType("fake_ds")
+    module.DeepspeedStrategy = DeepspeedStrategy
+    patches.zero3_persistence_threshold(module)
+    patches.zero3_persistence_threshold(module)  # idempotent
+    key = "stage3_param_persistence_threshold"
+    monkeypatch.delenv("MRTPO_CPU_ZERO3_PERSISTENCE", raising=False)
+    assert DeepspeedStrategy().get_ds_train_config()["zero_optimization"][key] == "auto"  # upstream's default
+    monkeypatch.setenv("MRTPO_CPU_ZERO3_PERSISTENCE", "0")
+    assert DeepspeedStrategy().get_ds_train_config(optim_dict={})["zero_optimization"][key] == 0
+    assert DeepspeedStrategy().get_ds_eval_config(offload=True)["zero_optimization"][key] == 0
 
 
 # ---------------------------------------------------------------- fp32 on CPUs without bf16 instructions

@@ -43,6 +43,8 @@ CALL_SITES = [
         r"self\.get_ds_train_config\(optim_dict=",
     ),
     ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy._ds_init_train_model", r'"type": "AdamW"'),
+    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy.moving_average", r"param\.data\.to\(device\)"),
+    ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer.training_step", r'moving_average\([^)]*"cuda"\)'),
     ("openrlhf.utils.distributed_util", "stateless_init_process_group", r"PyNcclCommunicator\("),
     ("openrlhf.utils.distributed_util", "torch_dist_barrier_and_cuda_sync", r"torch\.cuda\.synchronize\(\)"),
     ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer._init_vllm_sync_group", r"stateless_init_process_group\("),
@@ -101,10 +103,12 @@ def test_call_site_still_present(module_name, qualname, pattern):
 
 
 def test_cli_reads_enable_sleep_after_get_strategy():
-    """vllm_sleep_off flips args.vllm.enable_sleep inside get_strategy: it must run before create_vllm_engines."""
+    """sleep_modes_off flips args.vllm/ds.enable_sleep inside get_strategy: it must run before anything reads them."""
     text = source("openrlhf.cli.train_ppo_ray", "train")
     assert text.index("get_strategy(args)") < text.index("create_vllm_engines(")
     assert "args.vllm.enable_sleep" in text
+    actor_init = source("openrlhf.trainer.ray.ppo_actor", "PolicyModelActor.init_model_from_pretrained")
+    assert "strategy.args.ds.enable_sleep" in actor_init
 
 
 def test_cli_imports_names_the_patches_rebind():
