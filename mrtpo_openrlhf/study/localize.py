@@ -17,6 +17,8 @@ from .config import StudyConfig
 
 BASE = "base"  # the arm name of the untrained model
 SMALL_OUTPUTS = ("summary.json", "probe.json")
+HEATMAP = "heatmap.png"  # the top of the heatmap page, when a headless browser is installed
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 
 class LocalizeError(RuntimeError):
@@ -92,9 +94,32 @@ def localize(
             dst.mkdir(parents=True, exist_ok=True)
             for small in SMALL_OUTPUTS:
                 shutil.copy2(out / small, dst / small)
+            shot = screenshot(paths["html"], dst / HEATMAP)
+            print(f"[study]   {name}: {shot}", flush=True)
         done.append({"label": name, "out": out, "summary": json.loads(paths["summary"].read_text())})
         print(f"[study]   {name}: heatmap page {paths['html']}", flush=True)
     return done
+
+
+def screenshot(html: Path, png: Path, width: int = 1100, height: int = 1300, colors: int = 64) -> str:
+    """Save the top of ``html`` as ``png`` with a headless Chromium (palette-reduced to stay small); returns what
+    happened, in words. Without a browser nothing is written (the page itself stays in the study folder)."""
+    import subprocess
+
+    browser = next((b for b in BROWSERS if shutil.which(b)), None)
+    if browser is None:
+        return f"no headless browser ({' / '.join(BROWSERS)}) for the heatmap picture; open {html} instead"
+    command = [
+        browser, "--headless", "--no-sandbox", "--hide-scrollbars", f"--window-size={width},{height}",
+        f"--screenshot={png}", Path(html).resolve().as_uri(),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0 or not png.is_file():
+        return f"{browser} could not take the heatmap picture (exit {done.returncode}): {done.stderr.strip()[-300:]}"
+    from PIL import Image
+
+    Image.open(png).convert("RGB").quantize(colors=colors).save(png, optimize=True)
+    return f"heatmap picture {png}"
 
 
 def load_localization(root: Path) -> dict[str, dict[str, Any]]:

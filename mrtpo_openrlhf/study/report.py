@@ -381,6 +381,12 @@ def checkpoint_localization_section(root: Path) -> list[str]:
                 f"{_fmt(row['tokens_for_80pct'], 3, pct=True)} | {_fmt(row['top20_share'], 3, pct=True)} | "
                 f"{spans or '–'} |"
             )
+    from .localize import HEATMAP
+
+    pictures = [name for name in found if (root / "localization" / name / HEATMAP).is_file()]
+    if pictures:
+        lines += ["", "Heatmaps of q (the top of each `diagnose` page; darker = more of that reward's distance):", ""]
+        lines += [f"**{name}**\n\n![{name} heatmap](localization/{name}/{HEATMAP})\n" for name in pictures]
     return lines + [""]
 
 

@@ -61,6 +61,35 @@ def test_localize_checkpoint_and_report(tmp_path, tiny_model_dir):
     assert "## Localization on final checkpoints" in text
     rows = [line for line in text.splitlines() if line.startswith("| mrtpo-seed1 |")]
     assert len(rows) == len(summary["rewards"]) >= 1
+    # the heatmap picture, when a browser took it, is linked from the report
+    assert ("localization/mrtpo-seed1/heatmap.png" in text) == (kept / "heatmap.png").is_file()
+    (kept / "heatmap.png").write_bytes(b"png")
+    assert "![mrtpo-seed1 heatmap](localization/mrtpo-seed1/heatmap.png)" in write_report(results).read_text()
+
+
+def test_screenshot_without_a_browser_writes_nothing_and_says_so(tmp_path, monkeypatch):
+    from mrtpo_openrlhf.study import localize
+
+    monkeypatch.setattr(localize, "BROWSERS", ("no-such-browser-here",))
+    page = tmp_path / "index.html"
+    page.write_text("<h1>q</h1>")
+    said = localize.screenshot(page, tmp_path / "heatmap.png")
+    assert "no headless browser" in said and not (tmp_path / "heatmap.png").exists()
+
+
+@pytest.mark.skipif(not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")),
+                    reason="no headless browser installed")  # fmt: skip
+def test_screenshot_with_a_browser_is_a_small_png(tmp_path):
+    from PIL import Image
+
+    from mrtpo_openrlhf.study import localize
+
+    page = tmp_path / "index.html"
+    page.write_text("<h1 style='color:#c00'>relevance</h1>")
+    said = localize.screenshot(page, tmp_path / "heatmap.png", width=300, height=200)
+    assert said.startswith("heatmap picture"), said
+    with Image.open(tmp_path / "heatmap.png") as image:
+        assert image.size == (300, 200) and image.mode == "P"
 
 
 def test_localize_without_checkpoint_says_how_to_train_it(tmp_path, capsys):
