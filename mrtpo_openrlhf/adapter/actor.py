@@ -42,8 +42,7 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
             partitioned, total = zero3_partitioned(self.actor.model)
             rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
             print(
-                f"[mrtpo] replay on rank {rank}: {partitioned} of {total} parameters "
-                "partitioned by ZeRO-3",
+                f"[mrtpo] replay on rank {rank}: {partitioned} of {total} parameters partitioned by ZeRO-3",
                 flush=True,
             )
         self.actor.eval()
