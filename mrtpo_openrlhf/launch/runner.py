@@ -153,7 +153,12 @@ def set_stop_signal_handlers(handler) -> Callable[[], None]:
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
-    return lambda: [signal.signal(sig, old) for sig, old in previous.items()] and None
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
 
 
 def raise_interrupted(signum, _frame) -> None:

