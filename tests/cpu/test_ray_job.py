@@ -4,6 +4,7 @@ The script's ``ray job submit`` ships the repo (package + reward_funcs/) as the 
 trains 1 step of MRTPO through the paper-scale command line (colocate_all, reference model with KL loss, sleep
 modes; CPU overrides appended), and its status and logs are read back with ``ray job list/status/logs``."""
 
+import os
 import re
 import subprocess
 import sys
@@ -31,6 +32,8 @@ def test_ray_job_submit_trains_on_a_local_head(tmp_path):
     model = make_tiny_model(tmp_path / "model", seed=0)
     out_dir = tmp_path / "run"
     env = cpu_env()
+    # the job's entrypoint is `python -m ...` as on a cluster: this environment's python, for the head and the script
+    env["PATH"] = os.pathsep.join([str(Path(RAY).parent), env.get("PATH", "")])
     dashboard = free_port()
     head = start_ray_head(env, num_cpus=8, num_gpus=2, dashboard_port=dashboard)
     address = f"http://127.0.0.1:{dashboard}"
