@@ -509,7 +509,7 @@ PATCHES: List[Patch] = [
         "cuda buffer; per-tensor load fails on repacked weights; stale tied lm_head",
     ),
     Patch("replay_buffer_on_cpu", "openrlhf.trainer.ppo_utils.replay_buffer", replay_buffer_on_cpu, "cuda device"),
-    Patch("sleep_modes_off", "openrlhf.utils.utils", sleep_modes_off, "vLLM refuses sleep mode on CPU"),
+    Patch("sleep_modes_off", "openrlhf.utils.utils", sleep_modes_off, "vLLM/DeepSpeed sleep modes on CPU"),
     Patch("metrics_jsonl", "openrlhf.trainer.ppo_trainer", metrics_jsonl, "no machine-readable per-step metrics"),
     Patch("fp32_param_dtype", "openrlhf.utils.deepspeed.deepspeed", fp32_param_dtype, "emulated bf16: 70x slower"),
     Patch("fp32_torch_dtype", "openrlhf.utils.utils", fp32_torch_dtype, "convert_to_torch_dtype rejects fp32"),

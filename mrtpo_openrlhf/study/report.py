@@ -106,6 +106,17 @@ def _fmt(x: float | None, digits: int = 3, pct: bool = False) -> str:
     return f"{100 * x:.{max(0, digits - 2)}f}%" if pct else f"{x:.{digits}f}"
 
 
+def _signed(x: float) -> str:
+    """``+0.051``; a nonzero value that would print as ``±0.000`` keeps two significant digits (``+0.00049``), so an
+    interval end that barely excludes zero reads as such."""
+    text = f"{x:+.3f}"
+    return f"{x:+.2g}" if x != 0 and float(text) == 0 else text
+
+
+def _interval(low: float, high: float) -> str:
+    return f"[{_signed(low)}, {_signed(high)}]"
+
+
 def _mean(values: Sequence[float]) -> float:
     vals = [v for v in values if v is not None and not math.isnan(v)]
     return sum(vals) / len(vals) if vals else math.nan
@@ -163,8 +174,8 @@ def claims(runs, names: list[str], steps: int, format_reward: str | None, thresh
         if p.n < 2:
             return f"{p.mean:+.3f} (one seed: no interval; higher in {p.wins}/{p.n})"
         return (
-            f"{p.mean:+.3f} (95% t-CI [{p.t_low:+.3f}, {p.t_high:+.3f}], bootstrap [{p.boot_low:+.3f}, "
-            f"{p.boot_high:+.3f}], higher in {p.wins}/{p.n} seeds)"
+            f"{p.mean:+.3f} (95% t-CI {_interval(p.t_low, p.t_high)}, bootstrap {_interval(p.boot_low, p.boot_high)}, "
+            f"higher in {p.wins}/{p.n} seeds)"
         )
 
     def held(p: Paired | None, want: str) -> str:
@@ -357,7 +368,7 @@ def localization_table(runs, names: list[str], steps: int) -> list[str]:
 def checkpoint_localization_section(root: Path) -> list[str]:
     """The diagnose summaries of ``study localize`` (``<root>/localization/<label>/summary.json``), one row per
     (model, reward group); span ratio = the span's share of the distance / its share of the tokens."""
-    from .localize import load_localization
+    from .localize import HEATMAP, load_localization
 
     found = load_localization(root)
     if not found:
@@ -381,8 +392,6 @@ def checkpoint_localization_section(root: Path) -> list[str]:
                 f"{_fmt(row['tokens_for_80pct'], 3, pct=True)} | {_fmt(row['top20_share'], 3, pct=True)} | "
                 f"{spans or '–'} |"
             )
-    from .localize import HEATMAP
-
     pictures = [name for name in found if (root / "localization" / name / HEATMAP).is_file()]
     if pictures:
         lines += ["", "Heatmaps of q (the top of each `diagnose` page; darker = more of that reward's distance):", ""]
@@ -429,10 +438,10 @@ def write_report(
         if study_file.is_file() and study_file != out / "study.json":
             shutil.copy2(study_file, out / "study.json")
     if out != folder:
-        from .localize import SMALL_OUTPUTS
+        from .localize import HEATMAP, SMALL_OUTPUTS
 
         for src in (folder / "localization").glob("*"):
-            for name in SMALL_OUTPUTS:
+            for name in (*SMALL_OUTPUTS, HEATMAP):
                 if (src / name).is_file():
                     (out / "localization" / src.name).mkdir(parents=True, exist_ok=True)
                     shutil.copy2(src / name, out / "localization" / src.name / name)
@@ -488,9 +497,7 @@ def write_report(
     for label, p in results.items():
         pair, n = label.split(" | ")
         t_ci, boot = (
-            (f"[{p['t_low']:+.3f}, {p['t_high']:+.3f}]", f"[{p['boot_low']:+.3f}, {p['boot_high']:+.3f}]")
-            if p["n"] > 1
-            else ("–", "–")
+            (_interval(p["t_low"], p["t_high"]), _interval(p["boot_low"], p["boot_high"])) if p["n"] > 1 else ("–", "–")
         )
         md.append(f"| {pair} | {n} | {p['mean']:+.3f} | {t_ci} | {boot} | {p['wins']}/{p['n']} |")
     md += ["", "## Localization during training (replayed pairs, MRTPO arms)", ""]
@@ -507,6 +514,15 @@ def write_report(
         "|---|---|---|",
     ]
     md += [f"| {c['claim']} | {c['verdict']} | {c['evidence']} |" for c in verdicts]
+    tested = sum(1 for p in results.values() if p["n"] > 1)
+    if tested:
+        md += [
+            "",
+            f"What these verdicts do not show: the report makes {tested} paired comparisons with an interval; at 95% "
+            f"about {0.05 * tested:.1f} of them would exclude zero by chance alone, so a single *held* whose interval "
+            "end lies near zero is weak evidence, and *not resolved* means this study cannot tell, not that the "
+            "arms are equal.",
+        ]
     (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     (out / "summary.json").write_text(
         json.dumps(

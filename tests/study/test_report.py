@@ -62,6 +62,16 @@ def test_report_tables_claims_and_copies(tmp_path):
     assert (out / "curves.png").stat().st_size > 10_000
     assert (out / "runs" / "mrtpo" / "seed2" / "metrics.jsonl").is_file()
     assert "1.15" in text  # the MRTPO/GDPO step-time ratio
+    tested = sum(1 for c in summary["comparisons"].values() if c["n"] > 1)
+    assert f"the report makes {tested} paired comparisons with an interval" in text
+
+
+def test_interval_ends_near_zero_keep_their_sign_and_size():
+    from mrtpo_openrlhf.study.report import _interval
+
+    assert _interval(-0.0613, 0.1766) == "[-0.061, +0.177]"
+    assert _interval(0.0004857, 0.1766) == "[+0.00049, +0.177]"  # not "+0.000": it does exclude zero
+    assert _interval(-0.0004857, 0.0) == "[-0.00049, +0.000]"
 
 
 def test_report_regenerates_from_its_own_copies(tmp_path):
