@@ -1,5 +1,6 @@
-"""GPU check: the replay against GDPO actor work and against its floor, and chunked against naive JS, on
-random-initialised Qwen2.5-Coder-3B and -7B (their published configs below, nothing downloaded), in bf16.
+"""GPU check: the replay against GDPO actor work and against its floor, and the JS kernels (compiled, eager)
+against a naive one, on random-initialised Qwen2.5-Coder-3B and -7B (their published configs below, nothing
+downloaded), in bf16.
 Needs only PyTorch and transformers. Prints one table; run through ``benchmarks/gpu_check.sh``.
 
     bash benchmarks/gpu_check.sh                         # one GPU, under 8 minutes
@@ -138,24 +139,25 @@ def measure_all(args, cuda: bool, rows: list) -> None:
     for T in [16] if args.tiny else args.js_T:
         m = {
             kind: relevance_bench.measure(kind, T, vocab, "bfloat16", 256, torch.get_num_threads(), args.device)
-            for kind in ("naive", "chunked")
+            for kind in relevance_bench.KINDS
         }
-        agree = abs(m["naive"]["checksum"] - m["chunked"]["checksum"]) <= 1e-3 * max(1.0, abs(m["naive"]["checksum"]))
+        ref = m["naive"]["checksum"]
+        agree = all(abs(r["checksum"] - ref) <= 1e-3 * max(1.0, abs(ref)) for r in m.values())
         rows.append(
             (
-                "JS chunked vs naive: time",
+                "JS compiled vs eager vs naive: time",
                 f"V={vocab}",
                 f"T={T}",
-                f"{m['chunked']['seconds']:.3f}s vs {m['naive']['seconds']:.3f}s",
+                " vs ".join(f"{m[k]['seconds']:.3f}s" for k in ("compiled", "eager", "naive")),
             )
         )
         rows.append(
             (
-                "JS chunked vs naive: peak extra memory",
+                "JS compiled vs eager vs naive: peak extra memory",
                 f"V={vocab}",
                 f"T={T}",
-                f"{m['chunked']['peak_extra_mib']:.0f} vs {m['naive']['peak_extra_mib']:.0f} MiB"
-                f"{'' if agree else ' (DISAGREE)'}",
+                " vs ".join(f"{m[k]['peak_extra_mib']:.0f}" for k in ("compiled", "eager", "naive"))
+                + f" MiB{'' if agree else ' (DISAGREE)'}",
             )
         )
 

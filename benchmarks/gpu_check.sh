@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-GPU check (< 8 minutes, PyTorch + transformers only, no downloads): replay / GDPO actor work,
-# replay / floor, peak GPU memory, chunked vs naive JS, on random Qwen2.5-Coder-3B and -7B in bf16.
+# replay / floor, peak GPU memory, compiled vs eager vs naive JS, on random Qwen2.5-Coder-3B and -7B in bf16.
 #   bash benchmarks/gpu_check.sh                       # on a GPU machine
 #   bash benchmarks/gpu_check.sh --tiny --device cpu   # smoke run (tests/benchmarks/test_gpu_check.py)
 set -euo pipefail

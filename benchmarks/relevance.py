@@ -1,4 +1,5 @@
-"""JS relevance: chunked (mrtpo_openrlhf.core.js_relevance) vs a naive full-softmax computation.
+"""JS relevance: chunked (mrtpo_openrlhf.core.js_relevance, its compiled and eager kernels) vs a naive
+full-softmax computation.
 
 Each measurement runs in a fresh subprocess. Peak extra memory is the process's peak RSS (VmHWM, reset
 through /proc/self/clear_refs once the two input logit tensors exist) minus its RSS at that moment; on
@@ -6,6 +7,8 @@ CUDA (``--device cuda``) the peak allocated memory above what the inputs hold.
 
     python benchmarks/relevance.py                 # T in {512, 2048, 4096}, V = 151,936 (Qwen)
     python benchmarks/relevance.py --T 512 --dtype float32
+
+Times exclude the compile: each process warms its kernel up on four positions first.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ def naive_js(a, b, temperature=1.0):
     return (0.5 * (kl_pm + kl_qm) / math.log(2)).clamp(0, 1).sqrt()
 
 
+KINDS = ("naive", "eager", "compiled")  # eager / compiled: js_relevance's kernels
+
+
 def measure(kind: str, T: int, V: int, dtype: str, chunk: int, threads: int, device: str = "cpu") -> dict:
     """One JS computation over (T, V) logits. CPU: peak RSS; CUDA: peak allocated memory (in-process)."""
     import torch
@@ -61,9 +67,13 @@ def measure(kind: str, T: int, V: int, dtype: str, chunk: int, threads: int, dev
         x = torch.randn(min(64, T - s), V, generator=g) * 2
         a[s : s + 64] = x.to(device)
         b[s : s + 64] = (x + torch.randn(x.shape, generator=g)).to(device)
+    run = (
+        (lambda x, y: naive_js(x, y))
+        if kind == "naive"
+        else (lambda x, y: js_relevance(x, y, chunk_size=chunk, kernel=kind))
+    )
+    run(a[:4], b[:4])  # kernels loaded (and compiled) before the clock starts
     if cuda:
-        js_relevance(a[:1], b[:1], chunk_size=chunk)  # kernels loaded before the clock starts
-        naive_js(a[:1], b[:1])
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated() / 2**20
@@ -71,7 +81,7 @@ def measure(kind: str, T: int, V: int, dtype: str, chunk: int, threads: int, dev
         _reset_peak()
         base = _status_mib("VmRSS")
     t0 = time.perf_counter()
-    out = naive_js(a, b) if kind == "naive" else js_relevance(a, b, chunk_size=chunk)
+    out = run(a, b)
     if cuda:
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
@@ -118,7 +128,7 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--child", choices=["naive", "chunked"])
+    ap.add_argument("--child", choices=KINDS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(measure(args.child, args.T[0], args.V, args.dtype, args.chunk, args.threads, args.device)))
@@ -126,24 +136,27 @@ def main() -> None:
     chunk_mib = args.chunk * args.V * 4 / 2**20
     print(
         f"JS relevance, V={args.V}, inputs {args.dtype}, chunk={args.chunk} positions "
-        f"(one fp32 chunk of logits = {chunk_mib:.0f} MiB), {args.threads} threads"
+        f"(one fp32 chunk of logits = {chunk_mib:.0f} MiB), {args.threads} threads, device {args.device}"
     )
     print(
-        f"{'T':>6} | {'naive s':>8} {'naive MiB':>10} | {'chunked s':>9} {'chunked MiB':>11} | "
-        f"{'time ratio':>10} {'mem ratio':>9} {'chunked MiB / chunk':>19} | agree"
+        f"{'T':>6} | " + " | ".join(f"{k + ' s':>10} {k + ' MiB':>12}" for k in KINDS) + " | "
+        f"{'naive/compiled time':>19} {'eager/compiled time':>19} {'naive/compiled mem':>18} | agree"
     )
     for T in args.T:
-        naive = run_child("naive", T, args.V, args.dtype, args.chunk, args.threads, args.device)
-        chunked = run_child("chunked", T, args.V, args.dtype, args.chunk, args.threads, args.device)
-        if "error" in naive or "error" in chunked:
-            print(f"{T:>6} | naive: {naive.get('error', 'ok')} | chunked: {chunked.get('error', 'ok')}")
+        m = {k: run_child(k, T, args.V, args.dtype, args.chunk, args.threads, args.device) for k in KINDS}
+        failed = {k: r["error"] for k, r in m.items() if "error" in r}
+        if failed:
+            print(f"{T:>6} | " + "; ".join(f"{k}: {e}" for k, e in failed.items()))
             continue
-        agree = abs(naive["checksum"] - chunked["checksum"]) <= 1e-3 * max(1.0, abs(naive["checksum"]))
+        ref = m["naive"]["checksum"]
+        agree = all(abs(r["checksum"] - ref) <= 1e-3 * max(1.0, abs(ref)) for r in m.values())
         print(
-            f"{T:>6} | {naive['seconds']:>8.2f} {naive['peak_extra_mib']:>10.0f} | {chunked['seconds']:>9.2f} "
-            f"{chunked['peak_extra_mib']:>11.0f} | {naive['seconds'] / chunked['seconds']:>10.2f} "
-            f"{naive['peak_extra_mib'] / max(chunked['peak_extra_mib'], 1):>9.1f} "
-            f"{chunked['peak_extra_mib'] / chunk_mib:>19.1f} | {'yes' if agree else 'NO'}"
+            f"{T:>6} | "
+            + " | ".join(f"{m[k]['seconds']:>10.2f} {m[k]['peak_extra_mib']:>12.0f}" for k in KINDS)
+            + f" | {m['naive']['seconds'] / m['compiled']['seconds']:>19.2f} "
+            f"{m['eager']['seconds'] / m['compiled']['seconds']:>19.2f} "
+            f"{m['naive']['peak_extra_mib'] / max(m['compiled']['peak_extra_mib'], 1):>18.1f} | "
+            f"{'yes' if agree else 'NO'}"
         )
 
 

@@ -7,7 +7,10 @@ one forward over the prefix the contexts share (per prompt: its responses all sh
 1 + K' forwards per replayed response over the block and response positions on that cache, logits at
 response positions only, no padding and no JS.
 Generation (vLLM) and the optimizer step are left out, so replay / GDPO is an upper bound on the
-step-time overhead. Times are the best of ``--repeats`` (robust to other load on the machine).
+step-time overhead. Times are the best of ``--repeats``; the replay, the floor and the JS alone are timed in
+turn within each repeat, so a slow spell of the machine hits all three alike. ``JS s`` is the JS distance
+alone on the same number of (response, reward) pairs (random logits, the replay's kernel): the part of the
+replay the floor leaves out.
 
 Shapes: ``sql`` = prompt 1,024, K blocks of 64 appended at the end of the user turn (before a 5-token
 chat suffix), response 256; ``if`` = prompt 256, K blocks of 24 inline (inserted at token 128),
@@ -26,6 +29,8 @@ import time
 from dataclasses import dataclass
 
 import torch
+
+from mrtpo_openrlhf.core.settings import DEFAULT_JS_KERNEL, JS_KERNELS
 
 SHAPES = {  # prompt, block length, insert position (negative: from the end), response
     "sql": dict(prompt=1024, block=64, insert=-5, response=256, label="SQL-like"),
@@ -79,6 +84,37 @@ def time_it(fn, device: str, repeats: int, warmup: int = 1) -> float:
         sync(device)
         best = min(best, clock() - t0)
     return best
+
+
+def time_in_turn(fns: dict, device: str, repeats: int, warmup: int = 1) -> dict:
+    """Best time of each of ``fns`` (name -> callable), timed one after another within each repeat."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            sync(device)
+            t0 = clock()
+            fn()
+            sync(device)
+            best[name] = min(best[name], clock() - t0)
+    return best
+
+
+def js_alone(n_pairs: int, n_response: int, vocab: int, dtype: torch.dtype, device: str, kernel: str):
+    """The JS of ``n_pairs`` (response, reward) pairs on random logits: what the replay adds to its forwards."""
+    from mrtpo_openrlhf.core import js_relevance
+
+    g = torch.Generator().manual_seed(2)
+    full = (torch.randn(n_response, vocab, generator=g) * 2).to(device=device, dtype=dtype)
+    minus = (full.float() + torch.randn(n_response, vocab, generator=g)).to(device=device, dtype=dtype)
+
+    def run():
+        for _ in range(n_pairs):
+            js_relevance(full, minus, kernel=kernel)
+
+    return run
 
 
 def gdpo_actor_work(model, seqs: torch.Tensor, n_response: int, micro_batch: int):
@@ -224,6 +260,7 @@ def parser() -> argparse.ArgumentParser:
         help="process: this process's CPU time (with --threads 1, robust on a shared CPU)",
     )
     ap.add_argument("--unshared", action="store_true", help="also time the replay without prefix sharing")
+    ap.add_argument("--js-kernel", default=DEFAULT_JS_KERNEL, choices=JS_KERNELS, help="the replay's JS kernel")
     return ap
 
 
@@ -253,7 +290,7 @@ def run(args, model=None) -> list[dict]:
         f"model={args.model} device={args.device} dtype={args.dtype} batch={args.batch} "
         f"group_size={args.group_size} K={args.rewards} "
         f"micro_batch={args.micro_batch} threads={torch.get_num_threads()} clock={args.clock} "
-        f"cpu={torch.backends.cpu.get_cpu_capability()}"
+        f"js_kernel={args.js_kernel} cpu={torch.backends.cpu.get_cpu_capability()}"
     )
     for shape_name in args.shape:
         shape = SHAPES[shape_name]
@@ -285,7 +322,8 @@ def run(args, model=None) -> list[dict]:
         )
         print(
             f"{'replayed pairs':>15} | {'fwd':>4} | {'replay s':>8} | {'unshared s':>10} | {'floor s':>8} | "
-            f"{'replay/floor':>12} | {'replay/GDPO':>11} | {'unshared/GDPO':>13}"
+            f"{'JS s':>6} | {'replay/floor':>12} | {'(replay-JS)/floor':>17} | {'replay/GDPO':>11} | "
+            f"{'unshared/GDPO':>13}"
         )
         n_pairs = args.batch * args.rewards
         for frac in args.replay_frac:
@@ -295,17 +333,32 @@ def run(args, model=None) -> list[dict]:
 
             def replay(share, reqs=reqs):
                 return replay_relevance(
-                    model, reqs, num_rewards=args.rewards, micro_batch_size=args.micro_batch, share_prefix=share
+                    model,
+                    reqs,
+                    num_rewards=args.rewards,
+                    micro_batch_size=args.micro_batch,
+                    share_prefix=share,
+                    js_kernel=args.js_kernel,
                 )
 
             cuda = args.device.startswith("cuda")
+            dtype = next(model.parameters()).dtype
+            js_alone(1, rlen, vocab, dtype, args.device, args.js_kernel)()  # a compile is once per process: untimed
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
-            t_replay = timed(lambda: replay(True))
+                replay(True)
             replay_peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
-            t_unshared = timed(lambda: replay(False)) if args.unshared else float("nan")
             items = floor_items(reqs, prompt_of)
-            t_floor = timed(lambda: floor_work(model, items, args.micro_batch, args.device))
+            fns = {
+                "replay": lambda: replay(True),
+                "floor": lambda: floor_work(model, items, args.micro_batch, args.device),
+                "js": js_alone(n, rlen, vocab, dtype, args.device, args.js_kernel),
+            }
+            if args.unshared:
+                fns["unshared"] = lambda: replay(False)
+            t = time_in_turn(fns, args.device, args.repeats, args.warmup)
+            t_replay, t_floor, t_js = t["replay"], t["floor"], t["js"]
+            t_unshared = t.get("unshared", float("nan"))
             row = dict(
                 shape=shape["label"],
                 frac=frac,
@@ -313,6 +366,7 @@ def run(args, model=None) -> list[dict]:
                 replay=t_replay,
                 unshared=t_unshared,
                 floor=t_floor,
+                js=t_js,
                 gdpo=t_gdpo,
                 forwards=count_forwards(reqs, args.micro_batch),
                 replay_peak_gib=replay_peak,
@@ -320,7 +374,8 @@ def run(args, model=None) -> list[dict]:
             results.append(row)
             print(
                 f"{n:>6}/{n_pairs:<4} {frac:>4.0%} | {row['forwards']:>4} | {t_replay:>8.3f} | {t_unshared:>10.3f} | "
-                f"{t_floor:>8.3f} | {t_replay / t_floor:>12.2f} | {t_replay / t_gdpo:>11.1%} | "
+                f"{t_floor:>8.3f} | {t_js:>6.3f} | {t_replay / t_floor:>12.2f} | "
+                f"{(t_replay - t_js) / t_floor:>17.2f} | {t_replay / t_gdpo:>11.1%} | "
                 f"{t_unshared / t_gdpo:>13.1%}"
             )
     if args.device.startswith("cuda"):

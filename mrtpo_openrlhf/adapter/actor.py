@@ -29,6 +29,7 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
         temperature: float,
         micro_batch_size: int,
         chunk_size: int,
+        js_kernel: str,
     ) -> torch.Tensor:
         """q (len(requests), num_rewards, T) for this rank's share of the replay.
 
@@ -54,6 +55,7 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
                 temperature=temperature,
                 micro_batch_size=micro_batch_size,
                 chunk_size=chunk_size,
+                js_kernel=js_kernel,
                 pad_token_id=self.tokenizer.pad_token_id or 0,
                 min_forwards=min_forwards,
                 progress=self.strategy.is_rank_0(),

@@ -92,6 +92,13 @@ def add_mrtpo_arguments(parser: argparse.ArgumentParser) -> None:
         help="positions per chunk of the JS computation (memory O(chunk * vocab))",
     )
     add(
+        "js_kernel",
+        choices=s.JS_KERNELS,
+        default=s.DEFAULT_JS_KERNEL,
+        help="how the JS distance runs: compiled (torch.compile, one fused kernel; eager with a logged reason if "
+        "the compile fails) or eager",
+    )
+    add(
         "block_separator",
         type=str,
         default=s.DEFAULT_BLOCK_SEPARATOR,

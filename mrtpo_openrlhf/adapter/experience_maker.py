@@ -382,6 +382,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                 temperature=[float(self.args.rollout.temperature)] * num_ranks,
                 micro_batch_size=[mbs] * num_ranks,
                 chunk_size=[margs.chunk_size] * num_ranks,
+                js_kernel=[margs.js_kernel] * num_ranks,
             )
             results = list(itertools.chain.from_iterable(ray.get(refs)))
             if self.args.train.colocate_all or self.args.train.colocate_actor_ref:

@@ -183,6 +183,7 @@ def gdpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
         "eps",
         "replay_micro_batch_size",
         "chunk_size",
+        "js_kernel",
         "block_separator",
     },
     summary="GDPO's advantages, each reward placed on its relevant tokens (replay)",

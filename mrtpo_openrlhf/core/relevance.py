@@ -2,52 +2,70 @@
 
 q[t] = sqrt(JSD(p_t, m_t) / ln 2) in [0, 1], with p from the ``full`` context and m from ``minus_k``.
 This equals ``scipy.spatial.distance.jensenshannon(p, m, base=2)``.
+
+One function (``_jsd_nats``) holds the formula. It runs eagerly or, by default, compiled by ``torch.compile``
+into one fused kernel per chunk (no (N, V) intermediates in memory; measured 2x faster on CPU): the same code
+either way, and a compile that fails falls back to the eager run with a logged reason.
 """
 
 from __future__ import annotations
 
-import math
+import logging
+from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
-from .settings import DEFAULT_CHUNK_SIZE
+from .settings import DEFAULT_CHUNK_SIZE, DEFAULT_JS_KERNEL, JS_KERNELS
+
+_log = logging.getLogger(__name__)
 
 # On CPU a chunk's fp32 buffers should stay in cache: ~2 MiB each (measured 1.8x faster than 256 positions
 # at V=32,000 on a 2-core AVX512 machine). Only ever lowers the chunk size, so memory only goes down.
 CPU_CHUNK_ELEMENTS = 1 << 19
+LN2 = 0.6931471805599453
+# Beyond |log p - log q| = 80 the smaller probability is < e^-80 of the larger one: its terms vanish in fp32.
+_LOG_RATIO_LIMIT = 80.0
 
 
 def _log_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """fp32 log-softmax of logits / temperature, never modifying the caller's tensor.
+    """fp32 log-softmax of logits / temperature in a new buffer (the caller's tensor is never modified).
 
-    A -inf logit becomes the lowest finite fp32 value: its probability is still exactly 0, and the JSD
-    terms below stay finite (no 0 * inf), so they can be summed by one fused dot product.
+    A -inf log-probability becomes the lowest finite fp32 value: its probability is still exactly 0, and the
+    JSD terms below stay finite (no 0 * inf).
     """
-    x = logits.to(torch.float32, copy=True)
-    if temperature != 1.0:
-        x.div_(temperature)
-    x.clamp_min_(torch.finfo(torch.float32).min)
-    return torch.log_softmax(x, dim=-1)
+    x = logits if temperature == 1.0 else logits.float() / temperature
+    return torch.log_softmax(x, dim=-1, dtype=torch.float32).clamp_min_(torch.finfo(torch.float32).min)
 
 
-def _jsd_nats(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
-    """JSD in nats over the last dim, (N, V) x 2 -> (N,). Consumes (overwrites) both inputs.
+def _jsd_nats(logits_p: torch.Tensor, logits_q: torch.Tensor, temperature: float) -> torch.Tensor:
+    """JSD(softmax(logits_p / τ), softmax(logits_q / τ)) in nats over the last dim: (N, V) x 2 -> (N,) fp32.
 
-    Written through d = log p - log q so that identical inputs give exactly 0:
-        log p - log m = ln2 - softplus(-d),  log q - log m = ln2 - softplus(d).
-    In-place steps keep at most four (N, V) fp32 buffers alive; the sums over V are fused dot products.
+    With d = log q - log p (clamped to ±80) and m = (p + q) / 2:
+        log m - log p = log((1 + e^d) / 2) = log1p(expm1(d) / 2) =: l,   log q - log m = d - l,
+        2 JSD = sum_v p (log p - log m) + q (log q - log m) = sum_v q (d - l) - p l.
+    expm1/log1p keep small differences accurate, and identical inputs give d = l = 0, so exactly 0.
+    Eager, at most four (N, V) fp32 buffers are alive; compiled, none.
     """
-    ln2 = F.softplus(torch.zeros((), dtype=logp.dtype, device=logp.device))
-    d = logp - logq
-    p, q = logp.exp_(), logq.exp_()
-    log_pm = F.softplus(d.neg_()).neg_().add_(ln2)
-    jsd = torch.linalg.vecdot(p, log_pm)
-    del p
-    log_qm = F.softplus(d.neg_(), out=log_pm).neg_().add_(ln2)
-    del d
-    jsd += torch.linalg.vecdot(q, log_qm)
+    lp = _log_probs(logits_p, temperature)
+    lq = _log_probs(logits_q, temperature)
+    d = torch.sub(lq, lp).clamp_(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT)
+    p, q = lp.exp_(), lq.exp_()
+    log_mp = torch.expm1(d).mul_(0.5).log1p_()
+    jsd = torch.linalg.vecdot(q, d.sub_(log_mp)) - torch.linalg.vecdot(p, log_mp)
     return (0.5 * jsd).clamp_min(0.0)
+
+
+_compiled: dict[str, Callable] = {}  # device type -> compiled _jsd_nats
+_compile_failed: dict[str, str] = {}  # device type -> why its compile failed (then eager from there on)
+
+
+def _jsd_kernel(kernel: str, device_type: str) -> Callable:
+    if kernel == "eager" or device_type in _compile_failed:
+        return _jsd_nats
+    if device_type not in _compiled:
+        # dynamic: one compile for every chunk length and vocabulary size
+        _compiled[device_type] = torch.compile(_jsd_nats, dynamic=True)
+    return _compiled[device_type]
 
 
 def js_relevance(
@@ -56,6 +74,7 @@ def js_relevance(
     mask: torch.Tensor | None = None,
     temperature: float = 1.0,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    kernel: str = DEFAULT_JS_KERNEL,
 ) -> torch.Tensor:
     """Per-position JS distance between softmax(logits_full/τ) and softmax(logits_minus/τ).
 
@@ -65,6 +84,7 @@ def js_relevance(
         temperature: the rollout's sampling temperature τ > 0.
         chunk_size: positions per chunk (at most); extra memory is O(chunk_size * V), not O(T * V).
             On CPU it is capped at ``CPU_CHUNK_ELEMENTS // V`` positions (cache-sized, faster).
+        kernel: ``compiled`` (``torch.compile`` of the formula; eager if that fails, logged once) or ``eager``.
     Returns:
         (..., T) float32 in [0, 1]: 0 for identical distributions, 1 for disjoint supports.
     """
@@ -74,22 +94,36 @@ def js_relevance(
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if kernel not in JS_KERNELS:
+        raise ValueError(f"kernel must be one of {JS_KERNELS}, got {kernel!r}")
     lead, vocab = logits_full.shape[:-1], logits_full.shape[-1]
-    if logits_full.device.type == "cpu":
+    device_type = logits_full.device.type
+    if device_type == "cpu":
         chunk_size = min(chunk_size, max(1, CPU_CHUNK_ELEMENTS // max(vocab, 1)))
     flat_full = logits_full.reshape(-1, vocab)
     flat_minus = logits_minus.reshape(-1, vocab)
     flat_mask = None if mask is None else mask.reshape(-1).bool()
     out = torch.zeros(flat_full.shape[0], dtype=torch.float32, device=logits_full.device)
+    temperature = float(temperature)
     with torch.no_grad():
         for start in range(0, flat_full.shape[0], chunk_size):
             stop = min(start + chunk_size, flat_full.shape[0])
             if flat_mask is not None and not bool(flat_mask[start:stop].any()):
                 continue
-            jsd = _jsd_nats(
-                _log_probs(flat_full[start:stop], temperature), _log_probs(flat_minus[start:stop], temperature)
-            )
-            out[start:stop] = (jsd / math.log(2.0)).clamp(0.0, 1.0).sqrt()
+            pair = (flat_full[start:stop], flat_minus[start:stop], temperature)
+            try:
+                jsd = _jsd_kernel(kernel, device_type)(*pair)
+            except Exception as err:  # noqa: BLE001 - any compile failure (no compiler, unsupported op) -> eager
+                if kernel == "eager" or device_type in _compile_failed:
+                    raise
+                _compile_failed[device_type] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+                _log.warning(
+                    "JS relevance runs eagerly on %s: torch.compile failed (%s)",
+                    device_type,
+                    _compile_failed[device_type],
+                )
+                jsd = _jsd_nats(*pair)
+            out[start:stop] = (jsd / LN2).clamp(0.0, 1.0).sqrt()
     if flat_mask is not None:
         out = out * flat_mask
     return out.reshape(lead)

@@ -22,7 +22,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from .relevance import js_relevance
-from .settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE
+from .settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE, DEFAULT_JS_KERNEL
 
 _log = logging.getLogger(__name__)
 
@@ -528,8 +528,10 @@ class _Profiles:
         q: torch.Tensor,
         temperature: float,
         chunk_size: int,
+        js_kernel: str,
     ):
         self.requests, self.q, self.temperature, self.chunk_size = requests, q, temperature, chunk_size
+        self.js_kernel = js_kernel
         self.remaining: dict[int, int] = {}
         for job in jobs:
             if job.reward is not None:
@@ -547,7 +549,13 @@ class _Profiles:
         if job.request not in self.full:
             self.waiting.setdefault(job.request, []).append((job, logits))
             return
-        dist = js_relevance(self.full[job.request], logits, temperature=self.temperature, chunk_size=self.chunk_size)
+        dist = js_relevance(
+            self.full[job.request],
+            logits,
+            temperature=self.temperature,
+            chunk_size=self.chunk_size,
+            kernel=self.js_kernel,
+        )
         targets = self.requests[job.request].joint_rewards if job.reward == JOINT else [job.reward]
         for k in targets:
             self.q[job.request, k, : job.n_response] = dist.float().cpu()
@@ -569,6 +577,7 @@ def replay_relevance(
     device: torch.device | str | None = None,
     progress: bool = False,
     share_prefix: bool = True,
+    js_kernel: str = DEFAULT_JS_KERNEL,
 ) -> tuple[torch.Tensor, int]:
     """Relevance q of every requested (response, reward) pair.
 
@@ -590,6 +599,7 @@ def replay_relevance(
         min_forwards: run dummy forwards until at least this many ran. With ZeRO-3 every rank must run
             the same number of forwards: pass the max of ``count_forwards`` over ranks.
         share_prefix: False forces the unshared replay (every context forwarded whole).
+        js_kernel: ``compiled`` or ``eager`` (``js_relevance``'s ``kernel``).
     Returns:
         q: (B, K, T) float32 on CPU, T = longest response; q[i, k, t] is the JS distance at response
         token t, 0 for pairs not replayed and beyond each response's end. A JOINT context's profile
@@ -609,7 +619,7 @@ def replay_relevance(
             share_prefix = False
 
     jobs = list(_jobs(requests))
-    profiles = _Profiles(requests, jobs, q, temperature, chunk_size)
+    profiles = _Profiles(requests, jobs, q, temperature, chunk_size, js_kernel)
     if share_prefix:
         plan = _plan(requests, micro_batch_size)
         total = count_forwards(requests, micro_batch_size)

@@ -17,6 +17,8 @@ REWARD_WEIGHTINGS = ("none", "saw")  # response-level reward weights stacked und
 DEFAULT_REWARD_WEIGHTING = "none"
 DEFAULT_REPLAY_MICRO_BATCH_SIZE = 4  # contexts per replay forward on each actor rank
 DEFAULT_CHUNK_SIZE = 256  # positions per chunk of the JS computation
+JS_KERNELS = ("compiled", "eager")  # how the JS formula runs: torch.compile'd (eager if that fails) or eager
+DEFAULT_JS_KERNEL = "compiled"
 DEFAULT_BLOCK_SEPARATOR = "\n\n"  # put before each verifier block added to a replay context
 
 

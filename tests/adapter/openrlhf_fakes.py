@@ -29,6 +29,7 @@ def make_args(
                 eps=1e-4,
                 replay_micro_batch_size=3,
                 chunk_size=5,
+                js_kernel="compiled",
                 block_separator="\n",
             ),
             dynamic_filtering_enable=False,

@@ -18,7 +18,7 @@ def test_actor_replay_equals_core(tiny_llama):
     handle = tiny_llama.register_forward_hook(lambda *a: calls.append(1))
     try:
         q = actor.replay_relevance(
-            reqs, min_forwards=5, num_rewards=2, temperature=0.7, micro_batch_size=2, chunk_size=3
+            reqs, min_forwards=5, num_rewards=2, temperature=0.7, micro_batch_size=2, chunk_size=3, js_kernel="eager"
         )
     finally:
         handle.remove()

@@ -618,7 +618,15 @@ def test_replay_runs_in_eval_mode_with_dropout(char_tokenizer):
     model.train()
     actor = fake_actor(model)
     req = request_from_ids(list(range(3, 20)), [[30, 31, 32], [40, 41]], list(range(50, 62)), [0, 1])
-    kwargs = dict(requests=[req], min_forwards=0, num_rewards=2, temperature=1.0, micro_batch_size=2, chunk_size=4)
+    kwargs = dict(
+        requests=[req],
+        min_forwards=0,
+        num_rewards=2,
+        temperature=1.0,
+        micro_batch_size=2,
+        chunk_size=4,
+        js_kernel="eager",
+    )
     q1, q2 = actor.replay_relevance(**kwargs), actor.replay_relevance(**kwargs)
     assert torch.equal(q1, q2) and (q1 > 0).any()
     assert model.training

@@ -32,5 +32,6 @@ def test_gpu_check_runs_on_cpu_with_tiny_shapes():
     assert dq, table
     dq = float(dq.group(1))
     assert dq < 0.05, table  # the same numbers as the unshared replay, within bf16 noise
-    assert re.search(r"JS chunked vs naive: time +\| V=512 +\| T=16 +\| +[\d.]+s vs [\d.]+s", table), table
+    js = r"JS compiled vs eager vs naive: time +\| V=512 +\| T=16 +\| +[\d.]+s vs [\d.]+s vs [\d.]+s"
+    assert re.search(js, table), table
     assert "DISAGREE" not in table

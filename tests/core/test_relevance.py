@@ -7,49 +7,56 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import jensenshannon
 
-from mrtpo_openrlhf.core import js_relevance
+from mrtpo_openrlhf.core import JS_KERNELS, js_relevance
+from mrtpo_openrlhf.core import relevance as relevance_module
+
+kernels = pytest.mark.parametrize("kernel", JS_KERNELS)
 
 
-def test_matches_scipy_base2():
+@kernels
+def test_matches_scipy_base2(kernel):
     g = torch.Generator().manual_seed(0)
     a = torch.randn(3, 7, 50, generator=g) * 3
     b = torch.randn(3, 7, 50, generator=g) * 3
-    q = js_relevance(a, b, chunk_size=4)
+    q = js_relevance(a, b, chunk_size=4, kernel=kernel)
     p = torch.softmax(a.double(), -1).numpy()
     m = torch.softmax(b.double(), -1).numpy()
     ref = np.array([[jensenshannon(p[i, t], m[i, t], base=2) for t in range(7)] for i in range(3)])
     assert np.allclose(q.numpy(), ref, atol=1e-5)
 
 
-def test_temperature_is_applied():
+@kernels
+def test_temperature_is_applied(kernel):
     g = torch.Generator().manual_seed(1)
     a, b = torch.randn(5, 30, generator=g), torch.randn(5, 30, generator=g)
-    q = js_relevance(a, b, temperature=0.7)
+    q = js_relevance(a, b, temperature=0.7, kernel=kernel)
     p = torch.softmax(a.double() / 0.7, -1).numpy()
     m = torch.softmax(b.double() / 0.7, -1).numpy()
     assert np.allclose(q.numpy(), [jensenshannon(p[t], m[t], base=2) for t in range(5)], atol=1e-5)
 
 
-def test_identical_is_exactly_zero_and_disjoint_is_one():
+@kernels
+def test_identical_is_exactly_zero_and_disjoint_is_one(kernel):
     g = torch.Generator().manual_seed(2)
     a = torch.randn(4, 11, 1000, generator=g) * 10
-    assert (js_relevance(a, a.clone()) == 0).all()
+    assert (js_relevance(a, a.clone(), kernel=kernel) == 0).all()
     big = torch.full((2, 10), -1e4)
     left, right = big.clone(), big.clone()
     left[:, :5] = 1e4
     right[:, 5:] = 1e4
-    assert torch.allclose(js_relevance(left, right), torch.ones(2), atol=1e-6)
+    assert torch.allclose(js_relevance(left, right, kernel=kernel), torch.ones(2), atol=1e-6)
 
 
-def test_bf16_input_computed_in_fp32_and_chunks_agree():
+@kernels
+def test_bf16_input_computed_in_fp32_and_chunks_agree(kernel):
     g = torch.Generator().manual_seed(3)
     a = (torch.randn(2, 33, 64, generator=g) * 2).bfloat16()
     b = (torch.randn(2, 33, 64, generator=g) * 2).bfloat16()
-    q1 = js_relevance(a, b, chunk_size=1)
-    q2 = js_relevance(a, b, chunk_size=1000)
-    ref = js_relevance(a.float(), b.float())
+    q1 = js_relevance(a, b, chunk_size=1, kernel=kernel)
+    q2 = js_relevance(a, b, chunk_size=1000, kernel=kernel)
+    ref = js_relevance(a.float(), b.float(), kernel=kernel)
     assert q1.dtype == torch.float32
-    assert torch.equal(q1, q2) and torch.allclose(q1, ref)
+    assert torch.allclose(q1, q2, atol=1e-6) and torch.allclose(q1, ref, atol=1e-6)
 
 
 def test_mask_zeroes_positions():
@@ -65,6 +72,8 @@ def test_bad_inputs():
         js_relevance(torch.zeros(2, 3), torch.zeros(2, 4))
     with pytest.raises(ValueError, match="temperature"):
         js_relevance(torch.zeros(2, 3), torch.zeros(2, 3), temperature=0)
+    with pytest.raises(ValueError, match="kernel"):
+        js_relevance(torch.zeros(2, 3), torch.zeros(2, 3), kernel="triton")
 
 
 finite_logit = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False, width=32)
@@ -84,9 +93,45 @@ def test_always_finite_and_in_unit_interval(pair):
     assert torch.isfinite(q).all() and (q >= 0).all() and (q <= 1).all()
 
 
-def test_minus_inf_logits_are_handled():
+@kernels
+def test_minus_inf_logits_are_handled(kernel):
     a = torch.tensor([[0.0, float("-inf"), 1.0]])
     b = torch.tensor([[0.0, float("-inf"), float("-inf")]])
-    q = js_relevance(a, b)
-    assert torch.isfinite(q).all() and 0 < q.item() < 1
-    assert js_relevance(a, a).item() == 0
+    q = js_relevance(a, b, kernel=kernel)
+    p, m = torch.softmax(a.double(), -1).numpy()[0], torch.softmax(b.double(), -1).numpy()[0]
+    assert torch.isfinite(q).all() and abs(q.item() - jensenshannon(p, m, base=2)) < 1e-6
+    assert js_relevance(a, a, kernel=kernel).item() == 0
+
+
+@kernels
+def test_large_log_ratios_match_a_float64_reference(kernel):
+    """Probabilities e^-100 apart (beyond the formula's clamp of |log p - log q| at 80) and near-identical rows."""
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(6, 400, generator=g, dtype=torch.float64) * 40
+    b = a.clone()
+    b[:3, :50] -= 100.0
+    b[3:] += torch.randn(3, 400, generator=g, dtype=torch.float64) * 1e-3
+    p, m = torch.softmax(a, -1).numpy(), torch.softmax(b, -1).numpy()
+    ref = np.array([jensenshannon(p[t], m[t], base=2) for t in range(6)])
+    q = js_relevance(a.float(), b.float(), kernel=kernel).numpy()
+    assert np.allclose(q, ref, atol=2e-5, rtol=1e-3), (q, ref)
+
+
+def test_a_compile_that_fails_falls_back_to_eager_with_a_logged_reason(monkeypatch, caplog):
+    def broken_compile(fn, **kwargs):
+        def run(*args):
+            raise RuntimeError("no C++ compiler found")
+
+        return run
+
+    monkeypatch.setattr(relevance_module, "_compiled", {})
+    monkeypatch.setattr(relevance_module, "_compile_failed", {})
+    monkeypatch.setattr(relevance_module.torch, "compile", broken_compile)
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(3, 20, generator=g), torch.randn(3, 20, generator=g)
+    with caplog.at_level("WARNING", logger=relevance_module.__name__):
+        q = js_relevance(a, b, kernel="compiled")
+        q_again = js_relevance(a, b, kernel="compiled")
+    assert torch.equal(q, js_relevance(a, b, kernel="eager")) and torch.equal(q, q_again)
+    warnings = [r.getMessage() for r in caplog.records if "torch.compile failed" in r.getMessage()]
+    assert len(warnings) == 1 and "no C++ compiler found" in warnings[0]
