@@ -113,6 +113,8 @@ def js_relevance(
             pair = (flat_full[start:stop], flat_minus[start:stop], temperature)
             try:
                 jsd = _jsd_kernel(kernel, device_type)(*pair)
+            except torch.OutOfMemoryError:
+                raise  # not the compiler's fault: a smaller chunk_size is the fix
             except Exception as err:  # noqa: BLE001 - any compile failure (no compiler, unsupported op) -> eager
                 if kernel == "eager" or device_type in _compile_failed:
                     raise

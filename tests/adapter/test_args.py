@@ -129,6 +129,7 @@ def test_defaults_and_choices_come_from_the_core(monkeypatch):
     assert d["algo.mrtpo.block_separator"] == settings.DEFAULT_BLOCK_SEPARATOR
     assert d["algo.mrtpo.replay_micro_batch_size"] == settings.DEFAULT_REPLAY_MICRO_BATCH_SIZE
     assert d["algo.mrtpo.placement"] == settings.DEFAULT_PLACEMENT in PLACEMENT_MODES
+    assert d["algo.mrtpo.js_kernel"] == settings.DEFAULT_JS_KERNEL in settings.JS_KERNELS
     assert set(PLACEMENT_HELP) == set(PLACEMENT_MODES)
     parser = argparse.ArgumentParser()
     parser.add_argument("--algo.advantage.estimator", choices=["gae", "group_norm"])
@@ -137,6 +138,7 @@ def test_defaults_and_choices_come_from_the_core(monkeypatch):
     extend_parser(parser)
     by_dest = {a.dest: a for a in parser._actions}
     assert list(by_dest["algo.mrtpo.placement"].choices) == list(PLACEMENT_MODES)
+    assert list(by_dest["algo.mrtpo.js_kernel"].choices) == list(settings.JS_KERNELS)
     assert set(ADVANTAGE_ESTIMATORS) <= set(by_dest["algo.advantage.estimator"].choices)
 
 
@@ -152,6 +154,8 @@ def test_defaults_and_choices_come_from_the_core(monkeypatch):
         ),  # an abbreviated flag counts too
         ("group_norm", [], []),
         ("mrtpo", ["--algo.mrtpo.beta", "0.3", "--algo.mrtpo.chunk_size", "8"], []),
+        ("mrtpo", ["--algo.mrtpo.js_kernel", "eager"], []),
+        ("gdpo", ["--algo.mrtpo.js_kernel", "eager"], ["--algo.mrtpo.js_kernel"]),  # gdpo replays nothing
     ],
 )
 def test_flags_without_effect_are_warned_about(monkeypatch, capsys, estimator, extra, warned):
