@@ -10,6 +10,11 @@ default 0), then compares the logits and every gathered parameter with a plain l
 (2026-12-01): one layer matrix (e.g. ``model.layers.0.self_attn.v_proj.weight``) wrong in 9 of 12 runs at
 threshold 0 or 1e4; a model built first and partitioned by ``deepspeed.initialize`` (no ``zero.Init``) was right
 in 3 of 3. Not root-caused (not the broadcast being asynchronous: a synchronous one fails the same way).
+Narrowed on 2026-12-01 (2 of 7 runs failed): the matrix is already wrong right after ``from_pretrained``, before
+``deepspeed.initialize`` (``wrong_after_load``), identically on both ranks, and it holds uninitialized memory
+(values ~1e-43 or ~1e22 over the whole matrix or a tail of rank 1's shard), not a random init and not another
+weight: layer 0 or 1's ``q_proj`` in those runs. So a load into a gathered parameter does not land (or lands in
+memory that is later replaced) inside transformers' ``_load_state_dict_into_zero3_model``.
 """
 
 import json
@@ -32,21 +37,30 @@ def main(path: str) -> None:
         "train_batch_size": 2,
         "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": threshold},
     }
+    plain = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    reference = dict(plain.named_parameters())
     keep = HfDeepSpeedConfig(config)  # noqa: F841 - must stay alive while from_pretrained runs
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+    after_load = [name for name, param in model.named_parameters() if not _equal_gathered(param, reference[name])]
     engine, *_ = deepspeed.initialize(model=model, config=config)
     engine.module.eval()
     hf_deepspeed.unset_hf_deepspeed_config()
-    plain = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
     ids = torch.randint(3, 1000, (2, 40), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         worst = float((engine.module(ids).logits - plain(ids).logits).abs().max())
-    wrong = []
-    for (name, param), (_, reference) in zip(engine.module.named_parameters(), plain.named_parameters()):
+    wrong = {}
+    for name, param in engine.module.named_parameters():
         with deepspeed.zero.GatheredParameters([param]):
-            if not torch.equal(param.data, reference.data):
-                wrong.append(name)
-    print(json.dumps({"rank": rank, "threshold": threshold, "max_logit_diff": worst, "wrong": wrong}), flush=True)
+            data = param.data.clone()
+        if not torch.equal(data, reference[name].data):
+            wrong[name] = {"abs_max": float(data.abs().max()), "reference_abs_max": float(reference[name].abs().max())}
+    report = {"rank": rank, "threshold": threshold, "max_logit_diff": worst, "wrong_after_load": after_load}
+    print(json.dumps(dict(report, wrong=wrong)), flush=True)
+
+
+def _equal_gathered(param, reference) -> bool:
+    with deepspeed.zero.GatheredParameters([param]):
+        return torch.equal(param.data, reference.data)
 
 
 if __name__ == "__main__":
