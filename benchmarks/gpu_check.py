@@ -141,8 +141,7 @@ def measure_all(args, cuda: bool, rows: list) -> None:
             kind: relevance_bench.measure(kind, T, vocab, "bfloat16", 256, torch.get_num_threads(), args.device)
             for kind in relevance_bench.KINDS
         }
-        ref = m["naive"]["checksum"]
-        agree = all(abs(r["checksum"] - ref) <= 1e-3 * max(1.0, abs(ref)) for r in m.values())
+        agree = relevance_bench.checksums_agree(m)
         rows.append(
             (
                 "JS compiled vs eager vs naive: time",

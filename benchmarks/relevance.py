@@ -52,6 +52,12 @@ def naive_js(a, b, temperature=1.0):
 KINDS = ("naive", "eager", "compiled")  # eager / compiled: js_relevance's kernels
 
 
+def checksums_agree(measured: dict) -> bool:
+    """Every kind's checksum within 1e-3 (relative, at least absolute) of the naive one's."""
+    ref = measured["naive"]["checksum"]
+    return all(abs(r["checksum"] - ref) <= 1e-3 * max(1.0, abs(ref)) for r in measured.values())
+
+
 def measure(kind: str, T: int, V: int, dtype: str, chunk: int, threads: int, device: str = "cpu") -> dict:
     """One JS computation over (T, V) logits. CPU: peak RSS; CUDA: peak allocated memory (in-process)."""
     import torch
@@ -148,8 +154,7 @@ def main() -> None:
         if failed:
             print(f"{T:>6} | " + "; ".join(f"{k}: {e}" for k, e in failed.items()))
             continue
-        ref = m["naive"]["checksum"]
-        agree = all(abs(r["checksum"] - ref) <= 1e-3 * max(1.0, abs(ref)) for r in m.values())
+        agree = checksums_agree(m)
         print(
             f"{T:>6} | "
             + " | ".join(f"{m[k]['seconds']:>10.2f} {m[k]['peak_extra_mib']:>12.0f}" for k in KINDS)

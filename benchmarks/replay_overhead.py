@@ -74,16 +74,7 @@ clock = time.perf_counter
 
 def time_it(fn, device: str, repeats: int, warmup: int = 1) -> float:
     """Best of ``repeats`` timed calls after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    best = float("inf")
-    for _ in range(repeats):
-        sync(device)
-        t0 = clock()
-        fn()
-        sync(device)
-        best = min(best, clock() - t0)
-    return best
+    return time_in_turn({"fn": fn}, device, repeats, warmup)["fn"]
 
 
 def time_in_turn(fns: dict, device: str, repeats: int, warmup: int = 1) -> dict:
