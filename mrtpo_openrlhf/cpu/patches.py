@@ -189,6 +189,35 @@ def zero3_persistence_threshold(ds_module: ModuleType) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# 3d. ZeRO-3 gathers that wait for every collective (2+ ranks)
+
+
+def zero3_gather_waits_all(pp_module: ModuleType) -> None:
+    """``Init._allgather_params_coalesced`` launches one async all-gather per parameter and waits on the last.
+
+    On CUDA that suffices (NCCL runs them in order on one stream); gloo completes them on its worker threads in
+    any order, so the function can return while an earlier parameter's gather is still writing. Under
+    ``GatheredParameters(modifier_rank=0)`` (how transformers loads a checkpoint under ``zero.Init``) rank 0 then
+    copies the checkpoint in and the late gather overwrites it with the stale partitions, which the exit
+    broadcasts to every rank: a 2-rank actor started from an uninitialized matrix in about half the runs.
+    Route it to ``_allgather_params_sequential``, upstream's blocking gather of the same parameters.
+    """
+    init_cls = require_attr(pp_module, "Init")
+    original = init_cls._allgather_params_coalesced
+    if _marked(original):
+        return
+    require_source(original, r"launch_handles\[-1\]\.wait\(\)", "waits on the last all-gather only")
+    sequential = require_attr(init_cls, "_allgather_params_sequential")
+    require_source(sequential, r"async_op=False", "blocking all-gather")
+
+    @functools.wraps(original)
+    def _allgather_params_coalesced(self, param_list, hierarchy=0, quantize=False):
+        return sequential(self, param_list, hierarchy=hierarchy)
+
+    init_cls._allgather_params_coalesced = _mark(_allgather_params_coalesced)
+
+
+# --------------------------------------------------------------------------------------------------------------
 # 4. Optional: torch AdamW instead of DeepSpeed's JIT-compiled CPU Adam
 
 
@@ -497,6 +526,12 @@ PATCHES: List[Patch] = [
         "openrlhf.utils.deepspeed.deepspeed",
         zero3_persistence_threshold,
         "tiny models stay unpartitioned under ZeRO-3",
+    ),
+    Patch(
+        "zero3_gather_waits_all",
+        "deepspeed.runtime.zero.partition_parameters",
+        zero3_gather_waits_all,
+        "2+ ranks: a ZeRO-3 load lands in a parameter a late gloo all-gather then overwrites",
     ),
     Patch(
         "gloo_weight_sync_group", "openrlhf.utils.distributed_util", gloo_weight_sync_group, "no-op PyNccl broadcast"

@@ -1,20 +1,19 @@
-"""Reproduce the 2-rank ZeRO-3 load problem on CPU without Ray or OpenRLHF (not a test; run by hand):
+"""Check a 2-rank ZeRO-3 load on CPU without Ray or OpenRLHF (not a test; run by hand):
 
     M=/tmp/tiny; python -c "from mrtpo_openrlhf.models import make_tiny_model; make_tiny_model('$M', seed=0)"
     for r in 0 1; do RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 \\
         python tests/cpu/zero3_load_check.py $M & done; wait
 
-Each rank loads the model the way OpenRLHF's actor does (HF ``from_pretrained`` under ``HfDeepSpeedConfig``, so
-under ``zero.Init``), wraps it with ``deepspeed.initialize`` (ZeRO-3, gloo, persistence threshold ``THR``,
-default 0), then compares the logits and every gathered parameter with a plain load. Seen on a 2-core AMD EPYC
-(2026-12-01): one layer matrix (e.g. ``model.layers.0.self_attn.v_proj.weight``) wrong in 9 of 12 runs at
-threshold 0 or 1e4; a model built first and partitioned by ``deepspeed.initialize`` (no ``zero.Init``) was right
-in 3 of 3. Not root-caused (not the broadcast being asynchronous: a synchronous one fails the same way).
-Narrowed on 2026-12-01 (2 of 7 runs failed): the matrix is already wrong right after ``from_pretrained``, before
-``deepspeed.initialize`` (``wrong_after_load``), identically on both ranks, and it holds uninitialized memory
-(values ~1e-43 or ~1e22 over the whole matrix or a tail of rank 1's shard), not a random init and not another
-weight: layer 0 or 1's ``q_proj`` in those runs. So a load into a gathered parameter does not land (or lands in
-memory that is later replaced) inside transformers' ``_load_state_dict_into_zero3_model``.
+Each rank loads the model LOADS times (default 3) the way OpenRLHF's actor does (HF ``from_pretrained`` under
+``HfDeepSpeedConfig``, so under ``zero.Init``), wraps the last one with ``deepspeed.initialize`` (ZeRO-3, gloo,
+persistence threshold ``THR``, default 0), then compares every gathered parameter after each load, and the
+logits, with a plain load. It applies the CPU layer's patches; ``UNPATCHED=1`` leaves DeepSpeed as released.
+
+What it found (2-core AMD EPYC, 2026-12-01): unpatched, one matrix came out wrong in about half the loads
+(9 of 12, 2 of 7, 4 of 10 runs), already right after ``from_pretrained``, holding stale memory (~1e-43, ~1e22,
+NaN). Cause: ``Init._allgather_params_coalesced`` waits only on its last async all-gather; gloo finishes them
+in any order, so rank 0 loaded the checkpoint into a parameter that a late gather then overwrote, and the
+``GatheredParameters`` exit broadcast that to every rank. The CPU patch ``zero3_gather_waits_all`` fixes it.
 """
 
 import json
@@ -27,9 +26,14 @@ import transformers.integrations.deepspeed as hf_deepspeed
 from transformers import AutoModelForCausalLM
 from transformers.integrations import HfDeepSpeedConfig
 
+from mrtpo_openrlhf.cpu import patches
+
 
 def main(path: str) -> None:
     threshold = int(os.environ.get("THR", "0"))
+    loads = int(os.environ.get("LOADS", "3"))
+    if os.environ.get("UNPATCHED") != "1":
+        patches.apply()
     deepspeed.init_distributed(dist_backend="gloo")
     rank = torch.distributed.get_rank()
     config = {
@@ -40,8 +44,10 @@ def main(path: str) -> None:
     plain = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
     reference = dict(plain.named_parameters())
     keep = HfDeepSpeedConfig(config)  # noqa: F841 - must stay alive while from_pretrained runs
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
-    after_load = [name for name, param in model.named_parameters() if not _equal_gathered(param, reference[name])]
+    after_load = []  # per load: the parameters that differ from the plain load
+    for _ in range(loads):
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+        after_load.append([n for n, param in model.named_parameters() if not _equal_gathered(param, reference[n])])
     engine, *_ = deepspeed.initialize(model=model, config=config)
     engine.module.eval()
     hf_deepspeed.unset_hf_deepspeed_config()
@@ -54,7 +60,13 @@ def main(path: str) -> None:
             data = param.data.clone()
         if not torch.equal(data, reference[name].data):
             wrong[name] = {"abs_max": float(data.abs().max()), "reference_abs_max": float(reference[name].abs().max())}
-    report = {"rank": rank, "threshold": threshold, "max_logit_diff": worst, "wrong_after_load": after_load}
+    report = {
+        "rank": rank,
+        "patched": os.environ.get("UNPATCHED") != "1",
+        "threshold": threshold,
+        "max_logit_diff": worst,
+        "wrong_after_load": after_load,
+    }
     print(json.dumps(dict(report, wrong=wrong)), flush=True)
 
 
