@@ -24,3 +24,14 @@ def tiny_llama():
     model = LlamaForCausalLM(cfg).eval()
     model.config._attn_implementation = "sdpa"
     return model
+
+
+def pytest_sessionstart(session):
+    """A build lock left by a killed run would hang every test that loads a DeepSpeed op (see runner.py)."""
+    import os
+
+    from mrtpo_openrlhf.launch.runner import clear_stale_build_locks
+
+    extensions = os.environ.get("TORCH_EXTENSIONS_DIR")
+    for lock in clear_stale_build_locks(extensions) if extensions else []:
+        print(f"removed a stale torch extension build lock: {lock}")

@@ -62,6 +62,33 @@ def project_cache() -> Path:
     return Path(os.environ.get("MRTPO_CACHE") or REPO_ROOT / ".cache")
 
 
+# A torch C++-extension build takes well under a minute here (DeepSpeed's shm-comm op: ~30 s on 2 cores).
+STALE_BUILD_LOCK_SECONDS = 600.0
+
+
+def clear_stale_build_locks(extensions_dir: os.PathLike, max_age_s: float = STALE_BUILD_LOCK_SECONDS) -> List[Path]:
+    """Remove the build locks a killed torch C++-extension build left behind; returns the removed paths.
+
+    ``torch.utils.cpp_extension`` guards each build folder with a ``lock`` file that only the builder removes,
+    and every later load of that extension waits for it to vanish, silently and forever. So a Ctrl-C during
+    DeepSpeed's first shm-comm build made every later multi-rank run hang at start. A lock older than
+    ``max_age_s`` belongs to no live build.
+    """
+    removed = []
+    root = Path(extensions_dir)
+    if not root.is_dir():
+        return removed
+    now = time.time()
+    for lock in root.glob("*/lock"):
+        try:
+            if now - lock.stat().st_mtime > max_age_s:
+                lock.unlink()
+                removed.append(lock)
+        except FileNotFoundError:  # its build finished meanwhile
+            continue
+    return removed
+
+
 def cpu_env(
     base: Optional[Dict[str, str]] = None,
     metrics_jsonl: Optional[os.PathLike] = None,
@@ -411,6 +438,8 @@ def run_openrlhf_cpu(
         return None
 
     workdir.mkdir(parents=True, exist_ok=True)
+    for lock in clear_stale_build_locks(env["TORCH_EXTENSIONS_DIR"]):
+        print(f"[mrtpo.launch] removed a stale build lock (a killed extension build left it): {lock}", flush=True)
     if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
         metrics_path.unlink()  # metrics of this run only (a resumed run keeps them: the trainer truncates them)
     (workdir / "run.json").write_text(json.dumps(dict(dtype_info, module=module), indent=2) + "\n")
