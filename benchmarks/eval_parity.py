@@ -39,6 +39,7 @@ from pathlib import Path
 
 from mrtpo_openrlhf.evaluation import Prediction, load_benchmark, score_examples
 from mrtpo_openrlhf.evaluation.runner import EvalConfig
+from mrtpo_openrlhf.verifiers.instructions.muldimif import NUMBER_WORDS
 from mrtpo_openrlhf.verifiers.tool import ToolCall, reference_calls, render_calls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -369,31 +370,12 @@ MULDIMIF_SHAPES = [
 ]
 
 
-_MD_NUMBER_WORDS = {
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "twelve": 12,
-    "fifteen": 15,
-    "twenty": 20,
-    "fifty": 50,
-    "hundred": 100,
-}
-
-
 def targeted_muldimif(rule: str) -> list[str]:
     """Responses on the boundaries a MulDimIF rule text names: every number n in it gives n-1, n, n+1 words,
     sentences, paragraphs, table rows/columns, heading levels, JSON depths, bullets and XML attributes; every quoted
     term is present, doubled, re-cased, glued inside a word and absent; endings and cases vary."""
     nums = {int(x) for x in re.findall(r"\d+", rule) if int(x) < 400}
-    nums |= {v for k, v in _MD_NUMBER_WORDS.items() if re.search(rf"\b{k}\b", rule, re.I)}
+    nums |= {v for k, v in NUMBER_WORDS.items() if re.search(rf"\b{k}\b", rule, re.I)}
     terms = [
         next(g for g in m.groups() if g) for m in re.finditer(r'"([^"]+)"|\u201c([^\u201d]+)\u201d|\'([^\']+)\'', rule)
     ][:3]
