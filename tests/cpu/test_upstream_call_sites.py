@@ -10,6 +10,7 @@ import inspect
 import pytest
 
 from mrtpo_openrlhf.cpu import patches
+from mrtpo_openrlhf.paths import REPO_ROOT
 
 pytest.importorskip("openrlhf")
 
@@ -136,3 +137,10 @@ def test_every_patch_targets_a_real_module():
     for patch in patches.PATCHES:
         assert importlib.util.find_spec(patch.module) is not None, patch
         assert patch.fixes and callable(patch.apply)
+
+
+def test_every_patch_is_documented():
+    """docs/cpu.md's patch table names each registered patch (what it fixes, whether it is silent without it)."""
+    table = (REPO_ROOT / "docs" / "cpu.md").read_text()
+    missing = sorted({p.name for p in patches.PATCHES if f"| `{p.name}` |" not in table})
+    assert not missing, f"patches without a row in docs/cpu.md: {missing}"
