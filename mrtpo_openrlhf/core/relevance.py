@@ -5,7 +5,7 @@ This equals ``scipy.spatial.distance.jensenshannon(p, m, base=2)``.
 
 One function (``_jsd_nats``) holds the formula. It runs eagerly or, by default, compiled by ``torch.compile``
 into one fused kernel per chunk (no (N, V) intermediates in memory; measured 2x faster on CPU): the same code
-either way, and a compile that fails falls back to the eager run with a logged reason.
+and the same accuracy either way, and a compile that fails falls back to the eager run with a logged reason.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ _log = logging.getLogger(__name__)
 # at V=32,000 on a 2-core AVX512 machine). Only ever lowers the chunk size, so memory only goes down.
 CPU_CHUNK_ELEMENTS = 1 << 19
 LN2 = 0.6931471805599453
-# Beyond |log p - log q| = 80 the smaller probability is < e^-80 of the larger one: its terms vanish in fp32.
-_LOG_RATIO_LIMIT = 80.0
+# Below this gap between log-probabilities expm1 comes from its Taylor series: compilers lower expm1 to exp - 1
+# (Inductor's CPU vector code does), which loses every digit of a small difference (measured: the distance of
+# rows 1e-4 apart came out 2x too large). Degree 5 at a gap of 0.1: error below 1.5e-8 relative, under fp32's.
+_SERIES_BELOW = 0.1
 
 
 def _log_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -37,22 +39,31 @@ def _log_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.log_softmax(x, dim=-1, dtype=torch.float32).clamp_min_(torch.finfo(torch.float32).min)
 
 
+def _expm1_neg(gap: torch.Tensor) -> torch.Tensor:
+    """expm1(-gap) for gap >= 0, accurate near 0 eagerly and compiled: any shape -> same shape."""
+    x = -gap
+    series = x * (1.0 + x * (0.5 + x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120)))))
+    return torch.where(gap < _SERIES_BELOW, series, torch.exp(x) - 1.0)
+
+
 def _jsd_nats(logits_p: torch.Tensor, logits_q: torch.Tensor, temperature: float) -> torch.Tensor:
     """JSD(softmax(logits_p / τ), softmax(logits_q / τ)) in nats over the last dim: (N, V) x 2 -> (N,) fp32.
 
-    With d = log q - log p (clamped to ±80) and m = (p + q) / 2:
-        log m - log p = log((1 + e^d) / 2) = log1p(expm1(d) / 2) =: l,   log q - log m = d - l,
-        2 JSD = sum_v p (log p - log m) + q (log q - log m) = sum_v q (d - l) - p l.
-    expm1/log1p keep small differences accurate, and identical inputs give d = l = 0, so exactly 0.
-    Eager, at most four (N, V) fp32 buffers are alive; compiled, none.
+    Per entry, let P be the larger of the two probabilities, R the smaller, gap = log P - log R >= 0,
+    e = R / P - 1 = expm1(-gap) and m = (P + R) / 2. Then l = log m - log P = log1p(e / 2) and
+        2 JSD = sum_v P (log P - log m) + R (log R - log m) = -sum_v P [l + (1 + e)(gap + l)].
+    Besides the log-softmaxes, three transcendentals per entry (exp, expm1, log1p; e is in [-1, 0]); expm1 and
+    log1p keep small differences accurate, and identical rows give gap = e = l = 0, so exactly 0.
     """
     lp = _log_probs(logits_p, temperature)
     lq = _log_probs(logits_q, temperature)
-    d = torch.sub(lq, lp).clamp_(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT)
-    p, q = lp.exp_(), lq.exp_()
-    log_mp = torch.expm1(d).mul_(0.5).log1p_()
-    jsd = torch.linalg.vecdot(q, d.sub_(log_mp)) - torch.linalg.vecdot(p, log_mp)
-    return (0.5 * jsd).clamp_min(0.0)
+    gap = torch.sub(lp, lq).abs_()
+    larger = torch.maximum(lp, lq).exp_()
+    del lp, lq
+    e = _expm1_neg(gap)
+    l_mp = torch.mul(e, 0.5).log1p_()
+    terms = e.add_(1.0).mul_(gap.add_(l_mp)).add_(l_mp)
+    return (-0.5 * torch.linalg.vecdot(larger, terms)).clamp_min(0.0)
 
 
 _compiled: dict[str, Callable] = {}  # device type -> compiled _jsd_nats

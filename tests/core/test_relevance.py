@@ -105,7 +105,7 @@ def test_minus_inf_logits_are_handled(kernel):
 
 @kernels
 def test_large_log_ratios_match_a_float64_reference(kernel):
-    """Probabilities e^-100 apart (beyond the formula's clamp of |log p - log q| at 80) and near-identical rows."""
+    """Probabilities e^-100 apart (the smaller one's terms underflow) and near-identical rows."""
     g = torch.Generator().manual_seed(5)
     a = torch.randn(6, 400, generator=g, dtype=torch.float64) * 40
     b = a.clone()
@@ -115,6 +115,20 @@ def test_large_log_ratios_match_a_float64_reference(kernel):
     ref = np.array([jensenshannon(p[t], m[t], base=2) for t in range(6)])
     q = js_relevance(a.float(), b.float(), kernel=kernel).numpy()
     assert np.allclose(q, ref, atol=2e-5, rtol=1e-3), (q, ref)
+
+
+@kernels
+@pytest.mark.parametrize("noise", [1e-3, 1e-4, 1e-5])
+def test_near_identical_rows_keep_their_small_distance(kernel, noise):
+    """A real vocabulary, logits a tiny step apart: the distance (~noise) must keep its digits. A compiler that
+    lowers expm1 to exp - 1 made the compiled kernel's distance 2x too large at noise 1e-4 (error ~3e-5)."""
+    g = torch.Generator().manual_seed(6)
+    a = torch.randn(8, 32_000, generator=g, dtype=torch.float64) * 3
+    b = a + torch.randn(8, 32_000, generator=g, dtype=torch.float64) * noise
+    p, m = torch.softmax(a, -1).numpy(), torch.softmax(b, -1).numpy()
+    ref = np.array([jensenshannon(p[t], m[t], base=2) for t in range(8)])
+    q = js_relevance(a.float(), b.float(), kernel=kernel).numpy()
+    assert np.allclose(q, ref, rtol=1e-2, atol=1e-8), (q, ref)
 
 
 def test_a_compile_that_fails_falls_back_to_eager_with_a_logged_reason(monkeypatch, caplog):
