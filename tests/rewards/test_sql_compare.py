@@ -117,4 +117,6 @@ def test_spider_comparison_is_bounded_in_time():
         compare_results("spider", pred, gold, order_matters=False, timeout_s=0.3)
     # bounded: the unbounded search would run for hours; the margin only absorbs a loaded machine's scheduling
     assert time.perf_counter() - start < 0.3 + 5.0
-    assert compare_results("spider", gold[::-1], gold, order_matters=False, timeout_s=0.3)
+    start = time.process_time()
+    assert compare_results("spider", gold[::-1], gold, order_matters=False, timeout_s=5.0)  # ~0.02 s when idle
+    assert time.process_time() - start < 0.3
