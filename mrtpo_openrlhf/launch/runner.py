@@ -53,9 +53,29 @@ _RAY_PORT_FLAGS = (
 
 def free_port() -> int:
     """A TCP port that was free a moment ago (bind to 0 and release)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int, avoid: Sequence[int] = ()) -> List[int]:
+    """``count`` distinct TCP ports that were free a moment ago, none in ``avoid``.
+
+    All are held bound until the last is chosen: ports taken one at a time can repeat (the OS may hand a just
+    released port out again), and a Ray head given one port for two components refuses to start.
+    """
+    held: List[socket.socket] = []
+    ports: List[int] = []
+    try:
+        while len(ports) < count:
+            sock = socket.socket()
+            held.append(sock)
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+            if port not in avoid and port not in ports:
+                ports.append(port)
+        return ports
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def project_cache() -> Path:
@@ -232,8 +252,9 @@ def ray_start_command(
     else:
         command += ["--include-dashboard", "true", "--dashboard-host", "127.0.0.1"]
         command += ["--dashboard-port", str(dashboard_port)]
-    for flag in _RAY_PORT_FLAGS:
-        command += [flag, str(free_port())]
+    taken = [port] + ([dashboard_port] if dashboard_port is not None else [])
+    for flag, component_port in zip(_RAY_PORT_FLAGS, free_ports(len(_RAY_PORT_FLAGS), avoid=taken)):
+        command += [flag, str(component_port)]
     return command
 
 
@@ -251,7 +272,7 @@ def start_ray_head(
     ``dashboard_port`` the head also serves Ray's job API on http://127.0.0.1:dashboard_port.
     """
     temp_dir = Path(tempfile.mkdtemp(prefix="mrray", dir="/tmp"))  # short: Ray's unix sockets live here
-    port = free_port()
+    port = free_ports(1, avoid=[dashboard_port] if dashboard_port is not None else [])[0]
     command = ray_start_command(num_cpus, num_gpus, port, temp_dir, object_store_mb, dashboard_port)
     started = time.time()
     proc = subprocess.Popen(
