@@ -36,6 +36,7 @@ from typing import Callable, Dict, List, Optional, Sequence, TextIO
 from ..cpu import SITE_DIR
 from ..cpu import dtype as cpu_dtype
 from ..paths import REPO_ROOT
+from ..provenance import provenance
 from .watchdog import STALL_SECONDS, RunWatchdog
 
 # Ray components that listen on fixed default ports; each gets a free one so that two runs (or another
@@ -463,7 +464,9 @@ def run_openrlhf_cpu(
         print(f"[mrtpo.launch] removed a stale build lock (a killed extension build left it): {lock}", flush=True)
     if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
         metrics_path.unlink()  # metrics of this run only (a resumed run keeps them: the trainer truncates them)
-    (workdir / "run.json").write_text(json.dumps(dict(dtype_info, module=module), indent=2) + "\n")
+    (workdir / "run.json").write_text(
+        json.dumps(dict(dtype_info, module=module, provenance=provenance()), indent=2) + "\n"
+    )
     out = stream or sys.stdout
     log_path = workdir / "train.log"
     started = time.time()

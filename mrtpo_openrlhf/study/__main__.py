@@ -1,4 +1,4 @@
-"""``python -m mrtpo_openrlhf.study {probe,run,localize,report}``."""
+"""``python -m mrtpo_openrlhf.study {probe,run,heldout,localize,report}``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
     p.add_argument("--out", type=Path, help="write the result as JSON here")
     p.add_argument("--save-samples", type=Path, help="write the samples as `diagnose --responses` rows")
+
+    h = sub.add_parser("heldout", help="score a checkpoint on unseen prompts (the study's primary endpoint)")
+    h.add_argument("--task", required=True)
+    h.add_argument("--data", type=Path, required=True, help="held-out prompts (JSONL)")
+    h.add_argument("--model", required=True, help="an HF model folder (a run's model/) or 'smollm2'")
+    h.add_argument("--prompts", type=int, default=64)
+    h.add_argument("--samples", type=int, default=4)
+    h.add_argument("--temperature", type=float, default=0.7)
+    h.add_argument("--max-new-tokens", type=int, default=96)
+    h.add_argument("--out", type=Path, required=True, help="write the scores as JSON here")
 
     r = sub.add_parser("run", help="train every (arm, seed) of a config that is not done yet (resumable)")
     r.add_argument("config", type=Path, help="study config (TOML)")
@@ -161,6 +171,19 @@ def main(argv: list[str] | None = None) -> int:
         except LocalizeError as exc:
             print(f"[study] {exc}", file=sys.stderr)
             return 2
+        return 0
+    if args.cmd == "heldout":
+        from .heldout import score_checkpoint, write
+
+        if not args.data.is_file():
+            ap.error(f"--data {args.data}: no such file")
+        if args.prompts < 1 or args.samples < 1:
+            ap.error("--prompts and --samples must be >= 1")
+        result = score_checkpoint(
+            args.task, args.data, args.model, args.prompts, args.samples, args.temperature, args.max_new_tokens
+        )
+        write(result, args.out)
+        print(f"[study] held-out {args.model}: total {result['total']:.3f} -> {args.out}")
         return 0
     if args.cmd == "probe":
         from .probe import format_table, probe, write

@@ -17,12 +17,21 @@
     beta = 0.5
     warmup_steps = 10
     extra_args = []                 # more upstream/MRTPO flags, appended last (they win)
+    prompt_draw = "first"           # first: upstream's first steps x prompts_per_step rows, the same for every
+                                    # seed; per_seed: each seed draws its own rows from data (every arm of the seed
+                                    # gets them), written to <study>/prompts/seed<k>.jsonl
+    arm_order = "listed"            # listed, or random: each seed runs its arms in an order drawn from the seed
+    arm_seeds = {}                  # arm -> seeds, for arms run at fewer seeds than `seeds` (e.g. secondary arms)
+    heldout = ""                    # unseen prompts (JSONL): each final checkpoint is scored on them after its run
+    heldout_prompts = 64            # the first rows of `heldout`
+    heldout_samples = 4
 
-Every arm of one seed gets the same data order, rollout seed and initial model (``--train.seed``).
+Every arm of one seed gets the same prompts, data order, rollout seed and initial model (``--train.seed``).
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +62,8 @@ ARMS: dict[str, Arm] = {
     "mrtpo-joint": Arm("mrtpo", "joint"),  # one shared profile for every reward
 }
 BACKENDS = ("cpu", "gpu")
+PROMPT_DRAWS = ("first", "per_seed")
+ARM_ORDERS = ("listed", "random")
 
 
 class ConfigError(ValueError):
@@ -79,17 +90,40 @@ class StudyConfig:
     extra_args: list[str] = field(default_factory=list)
     # gpu backend: environment for examples/scripts/train_*.sh (NUM_GPUS, ROLLOUT_BATCH, ...)
     env: dict[str, str] = field(default_factory=dict)
+    prompt_draw: str = "first"
+    arm_order: str = "listed"
+    arm_seeds: dict[str, list[int]] = field(default_factory=dict)
+    heldout: str = ""
+    heldout_prompts: int = 64
+    heldout_samples: int = 4
 
     def data_path(self) -> Path:
-        path = Path(self.data).expanduser()
-        return path if path.is_absolute() else REPO_ROOT / path
+        return _repo_path(self.data)
+
+    def heldout_path(self) -> Path | None:
+        return _repo_path(self.heldout) if self.heldout else None
+
+    def seeds_of(self, arm: str) -> list[int]:
+        return list(self.arm_seeds.get(arm, self.seeds))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def runs(self) -> list[tuple[str, int]]:
-        """(arm, seed) in execution order: seed-major, so that a partial study has every arm for its seeds."""
-        return [(arm, seed) for seed in self.seeds for arm in self.arms]
+        """(arm, seed) in execution order: seed-major, so that a partial study has every arm for its seeds; within a
+        seed the arms as listed, or (``arm_order = "random"``) in an order drawn from the seed alone."""
+        order = []
+        for seed in self.seeds:
+            arms = [arm for arm in self.arms if seed in self.seeds_of(arm)]
+            if self.arm_order == "random":
+                random.Random(f"arm-order-{seed}").shuffle(arms)
+            order += [(arm, seed) for arm in arms]
+        return order
+
+
+def _repo_path(value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def load_config(path: str | Path) -> StudyConfig:
@@ -132,4 +166,18 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
         raise ConfigError(f"{where}: samples_per_prompt must be >= 2 (group-normalized estimators)")
     if not cfg.name or "/" in cfg.name:
         raise ConfigError(f"{where}: name must be a plain folder name")
+    if cfg.prompt_draw not in PROMPT_DRAWS:
+        raise ConfigError(f"{where}: prompt_draw {cfg.prompt_draw!r}: choose from {PROMPT_DRAWS}")
+    if cfg.arm_order not in ARM_ORDERS:
+        raise ConfigError(f"{where}: arm_order {cfg.arm_order!r}: choose from {ARM_ORDERS}")
+    for arm, seeds in cfg.arm_seeds.items():
+        if arm not in cfg.arms:
+            raise ConfigError(f"{where}: arm_seeds names {arm!r}, which is not in arms {cfg.arms}")
+        if not seeds or not set(seeds) <= set(cfg.seeds):
+            raise ConfigError(f"{where}: arm_seeds.{arm} {seeds} must be a non-empty subset of seeds {cfg.seeds}")
+    if cfg.heldout and not cfg.heldout_path().is_file():
+        raise ConfigError(f"{where}: heldout {cfg.heldout!r}: no such file")
+    for key in ("heldout_prompts", "heldout_samples"):
+        if int(getattr(cfg, key)) < 1:
+            raise ConfigError(f"{where}: {key} must be >= 1")
     return cfg

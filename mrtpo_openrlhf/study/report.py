@@ -22,7 +22,7 @@ from mrtpo_openrlhf.metrics import first_key, read_metrics
 from .config import ARMS
 from .stats import Paired, area, mean_band, paired, steps_to
 
-SMALL_FILES = ("metrics.jsonl", "config.json", "command.txt", "result.json", "run.json")
+SMALL_FILES = ("metrics.jsonl", "config.json", "command.txt", "result.json", "run.json", "heldout.json")
 TOTAL = "total"  # the summed reward (what GRPO optimizes)
 LENGTH_KEYS = ("rollout/response_length_mean", "response_length", "rollout/response_length")
 STEP_TIME_KEYS = ("timing/step_wall",)  # timing/step_total double-counts (it sums the other timings)

@@ -54,7 +54,40 @@ def publish(out: Path, results: Path) -> None:
             shutil.copy2(out / name, results / name)
 
 
-def cpu_flags(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path) -> list[str]:
+def seed_prompts(cfg: StudyConfig, root: Path, seed: int, results: Path | None = None) -> Path:
+    """The training prompts of ``seed``: the config's data (``prompt_draw = "first"``), or (``per_seed``) the
+    ``steps * prompts_per_step`` rows drawn without replacement from it by the seed alone, written to
+    ``<root>/prompts/seed<k>.jsonl``; their pool indices and ids go to ``prompts/seed<k>.json`` (also under
+    ``results``, committed)."""
+    if cfg.prompt_draw == "first":
+        return cfg.data_path()
+    import hashlib
+    import random
+
+    from mrtpo_openrlhf.data.jsonl import read_jsonl, write_jsonl
+
+    pool = read_jsonl(cfg.data_path())
+    need = cfg.steps * cfg.prompts_per_step
+    if need > len(pool):
+        raise ValueError(f"{cfg.data_path()}: {len(pool)} rows, a run needs {need} (steps x prompts_per_step)")
+    picked = random.Random(f"prompts-{seed}").sample(range(len(pool)), need)
+    path = root / "prompts" / f"seed{seed}.jsonl"
+    write_jsonl(path, [pool[i] for i in picked])
+    record = {
+        "seed": seed,
+        "pool": cfg.data,
+        "pool_rows": len(pool),
+        "indices": picked,
+        "ids": [pool[i].get("id", i) for i in picked],
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+    }
+    for folder in [root, *([results] if results else [])]:
+        (folder / "prompts").mkdir(parents=True, exist_ok=True)
+        (folder / "prompts" / f"seed{seed}.json").write_text(json.dumps(record) + "\n")
+    return path
+
+
+def cpu_flags(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path, data: Path | None = None) -> list[str]:
     from mrtpo_openrlhf.launch.default import mrtpo_cpu_args
 
     spec = ARMS[arm]
@@ -69,7 +102,7 @@ def cpu_flags(cfg: StudyConfig, arm: str, seed: int, out: Path, model: Path) -> 
         cfg.max_new_tokens,
         cfg.beta,
         cfg.warmup_steps,
-        cfg.data_path(),
+        data or cfg.data_path(),
         lr=cfg.lr,
         temperature=cfg.temperature,
         seed=seed,
@@ -158,7 +191,8 @@ def run_study(
         out = run_dir(root, arm, seed)
         eta = f", ETA ~{fmt_minutes(sum(durations) / len(durations) * (len(todo) - i))}" if durations else ""
         say(f"[study] run {i + 1}/{len(todo)}: {arm} seed {seed} (elapsed {fmt_minutes(time.time() - t_start)}{eta})")
-        ok = _run_one(cfg, arm, seed, out, model, dry_run, timeout, stall_timeout, say)
+        data = seed_prompts(cfg, root, seed, Path(results) if results else None) if not dry_run else None
+        ok = _run_one(cfg, arm, seed, out, model, dry_run, timeout, stall_timeout, say, data)
         if dry_run:
             continue
         if ok and results:
@@ -173,6 +207,28 @@ def run_study(
     return failed
 
 
+def score_heldout(cfg: StudyConfig, out: Path, say: Callable[[str], None]) -> bool:
+    """Score the run's final checkpoint on the held-out prompts (``study heldout``, in its own process so vLLM's
+    memory is returned) into ``<run>/heldout.json``; False (and the run is not done) if that fails."""
+    from .heldout import HELDOUT
+
+    command = [
+        sys.executable, "-m", "mrtpo_openrlhf.study", "heldout", "--task", cfg.task, "--data", str(cfg.heldout_path()),
+        "--model", str(out / "model"), "--prompts", str(cfg.heldout_prompts), "--samples", str(cfg.heldout_samples),
+        "--temperature", str(cfg.temperature), "--max-new-tokens", str(cfg.max_new_tokens), "--out", str(out / HELDOUT),
+    ]  # fmt: skip
+    say(f"[study]   held-out scoring: {cfg.heldout_prompts} prompts x {cfg.heldout_samples} samples")
+    with open(out / "heldout.log", "w") as log:
+        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0 or not (out / HELDOUT).is_file():
+        say(f"[study]   held-out scoring failed (exit {done.returncode}; log: {out / 'heldout.log'})")
+        return False
+    result = json.loads((out / HELDOUT).read_text())
+    per_reward = ", ".join(f"{k} {v:.3f}" for k, v in result["rewards"].items())
+    say(f"[study]   held-out: total {result['total']:.3f}, {per_reward}")
+    return True
+
+
 def _run_one(
     cfg: StudyConfig,
     arm: str,
@@ -183,6 +239,7 @@ def _run_one(
     timeout: float | None,
     stall_timeout: float | None,
     say: Callable[[str], None],
+    data: Path | None = None,
 ) -> bool:
     if cfg.backend == "gpu":
         command, env = gpu_command(cfg, arm, seed, out)
@@ -195,7 +252,7 @@ def _run_one(
             say(proc.stdout.strip().splitlines()[-1])
             return True
     else:
-        flags = cpu_flags(cfg, arm, seed, out, model or Path(cfg.model))
+        flags = cpu_flags(cfg, arm, seed, out, model or Path(cfg.model), data)
         command, env = [sys.executable, "-m", "mrtpo_openrlhf.cli.train_ppo_ray", *flags], {}
         if dry_run:
             say(shlex.join(command))
@@ -211,6 +268,7 @@ def _run_one(
                 "seed": seed,
                 "estimator": ARMS[arm].estimator,
                 "placement": ARMS[arm].placement,
+                "data": str(data or cfg.data_path()),
             },
             indent=2,
         )
@@ -281,6 +339,8 @@ def _run_one(
     if ok and steps < cfg.steps:
         say(f"[study]   {arm} seed {seed}: only {steps}/{cfg.steps} steps were logged")
         ok = False
+    if ok and cfg.heldout and cfg.backend == "cpu":  # before result.json: a run is done once it is scored
+        ok = score_heldout(cfg, out, say)
     if ok:
         import torch
 

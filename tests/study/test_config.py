@@ -22,6 +22,25 @@ def test_runs_are_seed_major():
     assert cfg.runs() == [("gdpo", 1), ("mrtpo", 1), ("gdpo", 2), ("mrtpo", 2)]
 
 
+def test_random_arm_order_is_drawn_from_the_seed_alone():
+    arms = ["gdpo", "mrtpo", "grpo", "mrtpo-shuffle"]
+
+    def order(seeds):
+        return parse_config({**BASE, "arms": arms, "seeds": seeds, "arm_order": "random"}).runs()
+
+    runs = order([1, 2])
+    assert [s for _, s in runs] == [1] * 4 + [2] * 4  # still seed-major, every arm once per seed
+    assert sorted(a for a, s in runs if s == 1) == sorted(arms)
+    assert order([1, 2]) == runs
+    assert [a for a, s in runs if s == 2] == [a for a, _ in order([2])]  # the other seeds do not matter
+    assert len({tuple(a for a, _ in order([k])) for k in range(8)}) > 1, "the order must depend on the seed"
+
+
+def test_arm_seeds_restrict_an_arm():
+    cfg = parse_config({**BASE, "seeds": [1, 2, 3], "arm_seeds": {"mrtpo": [1]}})
+    assert cfg.runs() == [("gdpo", 1), ("mrtpo", 1), ("gdpo", 2), ("gdpo", 3)]
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -31,6 +50,12 @@ def test_runs_are_seed_major():
         ({"samples_per_prompt": 1}, "samples_per_prompt"),
         ({"stepz": 3}, "unknown key"),
         ({"name": "a/b"}, "name"),
+        ({"prompt_draw": "all"}, "prompt_draw"),
+        ({"arm_order": "sorted"}, "arm_order"),
+        ({"arm_seeds": {"grpo": [1]}}, "not in arms"),
+        ({"arm_seeds": {"gdpo": [3]}}, "subset of seeds"),
+        ({"heldout": "nope.jsonl"}, "heldout"),
+        ({"heldout_samples": 0}, "heldout_samples"),
     ],
 )
 def test_bad_configs_name_the_problem(change, message):

@@ -31,13 +31,24 @@ steps = 1
 prompts_per_step = 2
 samples_per_prompt = 2
 max_new_tokens = 16
+prompt_draw = "per_seed"
+heldout = "{data}"
+heldout_prompts = 2
+heldout_samples = 2
 ''')
     out, results = tmp_path / "study", tmp_path / "results"
     assert main(["run", str(config), "--out", str(out), "--results", str(results)]) == 0
     run = out / "mrtpo" / "seed5"
-    for name in ("config.json", "command.txt", "metrics.jsonl", "result.json"):
+    for name in ("config.json", "command.txt", "metrics.jsonl", "result.json", "heldout.json", "run.json"):
         assert (run / name).is_file() and (results / "runs" / "mrtpo" / "seed5" / name).is_file(), name
     assert "--train.seed 5" in (run / "command.txt").read_text()
+    drawn = out / "prompts" / "seed5.jsonl"
+    assert f"--data.prompt_dataset {drawn}" in (run / "command.txt").read_text()
+    assert sorted(json.loads((results / "prompts" / "seed5.json").read_text())["indices"]) == [0, 1]
+    heldout = json.loads((run / "heldout.json").read_text())
+    assert heldout["responses"] == 4 and set(heldout["rewards"]) == {"punctuation:no_comma", "startend:quotation"}
+    provenance = json.loads((run / "run.json").read_text())["provenance"]
+    assert len(provenance["commit"]) == 40 and provenance["training_path"]
     step = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert "reward/punctuation:no_comma/mean" in step
     capsys.readouterr()

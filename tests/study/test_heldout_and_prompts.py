@@ -1,0 +1,74 @@
+"""The study's run side: per-seed prompt draws, held-out summaries, provenance."""
+
+import json
+import subprocess
+
+import pytest
+
+from mrtpo_openrlhf.provenance import provenance, training_path_hash
+from mrtpo_openrlhf.study.config import parse_config
+from mrtpo_openrlhf.study.heldout import summarize
+from mrtpo_openrlhf.study.runner import seed_prompts
+
+
+def _pool(tmp_path, n=30):
+    path = tmp_path / "pool.jsonl"
+    path.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"q{i}", "label": "{}"}) + "\n" for i in range(n)))
+    return path
+
+
+def _cfg(pool, **kw):
+    return parse_config(
+        dict(name="s", task="tool", data=str(pool), arms=["gdpo"], seeds=[1, 2], steps=3, prompts_per_step=2, **kw)
+    )
+
+
+def test_per_seed_draws_are_distinct_rows_fixed_by_the_seed(tmp_path):
+    pool = _pool(tmp_path)
+    cfg = _cfg(pool, prompt_draw="per_seed")
+    root, results = tmp_path / "study", tmp_path / "results"
+    a = seed_prompts(cfg, root, 1, results).read_text().splitlines()
+    record = json.loads((results / "prompts" / "seed1.json").read_text())
+    assert len(a) == 6 and len(set(a)) == 6
+    assert [json.loads(line)["id"] for line in a] == record["ids"] == [f"p{i}" for i in record["indices"]]
+    assert seed_prompts(cfg, tmp_path / "other", 1).read_text().splitlines() == a  # another sitting, same draw
+    b = seed_prompts(cfg, root, 2).read_text().splitlines()
+    assert b != a
+    assert record["pool_rows"] == 30
+
+
+def test_first_draw_is_the_data_itself_and_too_small_a_pool_is_refused(tmp_path):
+    pool = _pool(tmp_path, n=5)
+    assert seed_prompts(_cfg(pool), tmp_path / "s", 1) == pool
+    with pytest.raises(ValueError, match="5 rows, a run needs 6"):
+        seed_prompts(_cfg(pool, prompt_draw="per_seed"), tmp_path / "s", 1)
+
+
+def test_heldout_summary_matches_a_hand_computation():
+    per_response = [
+        (0, ["format", "correctness"], [1.0, 0.0]),
+        (0, ["format", "correctness"], [1.0, 1.0]),
+        (1, ["format", "correctness"], [0.0, 0.0]),
+        (1, ["format", "correctness"], [1.0, 0.0]),
+    ]
+    out = summarize(per_response, 3, [10, 32, 5, 32], cap=32)
+    assert out["rewards"] == {"correctness": 0.25, "format": 0.75}
+    assert out["total"] == pytest.approx((1 + 2 + 0 + 1) / 4)
+    assert out["per_prompt_total"] == [1.5, 0.5, None]  # prompt 2 drew nothing
+    assert out["truncated_frac"] == 0.5 and out["mean_response_tokens"] == pytest.approx(19.75)
+
+
+def test_training_path_hash_ignores_the_study_and_sees_the_rest():
+    listing = "100644 blob aaa\tmrtpo_openrlhf/core/gdpo.py\n100644 blob bbb\tmrtpo_openrlhf/study/report.py\n"
+    report_changed = listing.replace("bbb", "ccc")
+    core_changed = listing.replace("aaa", "ddd")
+    assert training_path_hash(listing) == training_path_hash(report_changed)
+    assert training_path_hash(listing) != training_path_hash(core_changed)
+
+
+def test_provenance_names_this_checkout():
+    info = provenance()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert info["commit"] == head
+    assert isinstance(info["dirty"], bool) and len(info["training_path"]) == 12
+    assert info["cpu_capability"] and info["cpu_model"] and len(info["loadavg"]) == 3
