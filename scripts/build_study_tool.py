@@ -48,16 +48,38 @@ def rows_for(categories: list[str], shots: int, example_first: bool = True) -> l
     return rows
 
 
+def prompt_tokens(prompt: str, _tok: list = []) -> int:  # noqa: B006 - the tokenizer, loaded once
+    """Length of the prompt as training sees it: one user turn through SmolLM2's chat template."""
+    if not _tok:
+        from transformers import AutoTokenizer
+
+        from mrtpo_openrlhf.models import ensure_smollm2
+
+        _tok.append(AutoTokenizer.from_pretrained(str(ensure_smollm2())))
+    tok = _tok[0]
+    text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+    return len(tok(text, add_special_tokens=False)["input_ids"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out-dir", type=Path, required=True)
     ap.add_argument("--categories", nargs="+", default=["simple_python", "multiple"])
     ap.add_argument("--shots", type=int, choices=[0, 1], default=1)
     ap.add_argument("--example-last", action="store_true", help="put the example after the format block")
+    ap.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="keep items whose chat-templated prompt is at most this many SmolLM2 tokens (the CPU study's budget)",
+    )
     ap.add_argument("--heldout", type=int, default=128, help="items kept out of training (the primary endpoint)")
     ap.add_argument("--split-seed", type=int, default=20261201)
     args = ap.parse_args(argv)
     rows = rows_for(args.categories, args.shots, not args.example_last)
+    total = len(rows)
+    if args.max_prompt_tokens:
+        rows = [r for r in rows if prompt_tokens(r["prompt"]) <= args.max_prompt_tokens]
     random.Random(args.split_seed).shuffle(rows)
     if args.heldout >= len(rows):
         ap.error(f"--heldout {args.heldout}: only {len(rows)} items in {args.categories}")
@@ -68,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     provenance = {
         "source": "bfcl-eval (data files only): bfcl_eval/data/BFCL_v4_<category>.json + possible_answer/",
         "categories": args.categories,
+        "items": total,
+        "max_prompt_tokens": args.max_prompt_tokens,
+        "kept": len(rows),
         "shots": args.shots,
         "example": ("last" if args.example_last else "first") if args.shots else None,
         "split_seed": args.split_seed,

@@ -1,4 +1,4 @@
-"""``python -m mrtpo_openrlhf.study {probe,run,heldout,localize,report}``."""
+"""``python -m mrtpo_openrlhf.study {probe,coldstart,run,heldout,localize,report}``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
     p.add_argument("--out", type=Path, help="write the result as JSON here")
     p.add_argument("--save-samples", type=Path, help="write the samples as `diagnose --responses` rows")
+
+    c = sub.add_parser("coldstart", help="a short SFT of the base model on the tool layout (OpenRLHF's train_sft)")
+    c.add_argument("--out", type=Path, required=True, help="folder for the SFT'd HF model and cold_start.json")
+    c.add_argument("--model", default="smollm2")
+    c.add_argument("--steps", type=int, default=6, help="optimizer steps")
+    c.add_argument("--lr", type=float, default=3e-5)
+    c.add_argument("--batch", type=int, default=8)
+    c.add_argument("--exclude", type=Path, help="a provenance.json whose train/heldout ids the SFT rows must avoid")
 
     h = sub.add_parser("heldout", help="score a checkpoint on unseen prompts (the study's primary endpoint)")
     h.add_argument("--task", required=True)
@@ -171,6 +179,26 @@ def main(argv: list[str] | None = None) -> int:
         except LocalizeError as exc:
             print(f"[study] {exc}", file=sys.stderr)
             return 2
+        return 0
+    if args.cmd == "coldstart":
+        import json
+
+        from .cold_start import ColdStartError, cold_start
+
+        if args.steps < 1 or args.batch < 1:
+            ap.error("--steps and --batch must be >= 1")
+        exclude: list[str] = []
+        if args.exclude:
+            if not args.exclude.is_file():
+                ap.error(f"--exclude {args.exclude}: no such file")
+            record = json.loads(args.exclude.read_text())
+            exclude = [*record.get("train_ids", []), *record.get("heldout_ids", [])]
+        try:
+            done = cold_start(args.out, args.model, args.steps, args.lr, args.batch, exclude_ids=exclude)
+        except ColdStartError as exc:
+            print(f"[study] {exc}", file=sys.stderr)
+            return 2
+        print(f"[study] cold start: {args.out} (weights sha256 {done['weights_sha256'][:12]}, {done['seconds']} s)")
         return 0
     if args.cmd == "heldout":
         from .heldout import score_checkpoint, write
