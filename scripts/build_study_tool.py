@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from mrtpo_openrlhf.data.jsonl import write_jsonl
-from mrtpo_openrlhf.rewards.tool import to_row
+from mrtpo_openrlhf.rewards.tool import TOOL_REWARD_SETS, to_row
 from mrtpo_openrlhf.verifiers.tool import load_bfcl
 
 EXAMPLE = (
@@ -36,11 +36,13 @@ EXAMPLE = (
 )
 
 
-def rows_for(categories: list[str], shots: int, example_first: bool = True) -> list[dict]:
+def rows_for(categories: list[str], shots: int, example_first: bool = True, rewards: str = "paper") -> list[dict]:
     rows = []
     for category in categories:
         for item in load_bfcl(category):
             row = to_row(item.id, category, item.messages, item.functions, item.ground_truth)
+            if rewards != "paper":
+                row["label"] = json.dumps({**json.loads(row["label"]), "rewards": rewards}, ensure_ascii=False)
             if shots:  # first: the small model copies an example that comes last instead of answering
                 row["prompt"] = f"{EXAMPLE}\n\n{row['prompt']}" if example_first else f"{row['prompt']}\n\n{EXAMPLE}"
             row["id"] = item.id
@@ -66,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, required=True)
     ap.add_argument("--categories", nargs="+", default=["simple_python", "multiple"])
     ap.add_argument("--shots", type=int, choices=[0, 1], default=1)
+    ap.add_argument(
+        "--rewards", choices=sorted(TOOL_REWARD_SETS), default="paper", help="the tool task's reward set (label)"
+    )
     ap.add_argument("--example-last", action="store_true", help="put the example after the format block")
     ap.add_argument(
         "--max-prompt-tokens",
@@ -76,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heldout", type=int, default=128, help="items kept out of training (the primary endpoint)")
     ap.add_argument("--split-seed", type=int, default=20261201)
     args = ap.parse_args(argv)
-    rows = rows_for(args.categories, args.shots, not args.example_last)
+    rows = rows_for(args.categories, args.shots, not args.example_last, args.rewards)
     total = len(rows)
     if args.max_prompt_tokens:
         rows = [r for r in rows if prompt_tokens(r["prompt"]) <= args.max_prompt_tokens]
@@ -93,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         "items": total,
         "max_prompt_tokens": args.max_prompt_tokens,
         "kept": len(rows),
+        "rewards": args.rewards,
         "shots": args.shots,
         "example": ("last" if args.example_last else "first") if args.shots else None,
         "split_seed": args.split_seed,

@@ -1,4 +1,6 @@
-"""Tool-calling rewards: ``format`` (tags only) and ``correctness`` (BFCL AST match), in that order.
+"""Tool-calling rewards: ``format`` (tags only) and ``correctness`` (BFCL AST match), in that order; with
+``"rewards": "split"`` in the label also ``function`` (the right function(s) called, arguments unchecked) between
+them, so that choosing the function and filling in its arguments are two rewards.
 
 Dataset row (JSONL, one per line), as written by ``python -m mrtpo_openrlhf.rewards.tool convert``::
 
@@ -8,6 +10,7 @@ Dataset row (JSONL, one per line), as written by ``python -m mrtpo_openrlhf.rewa
 - ``functions``: BFCL function docs (``name``, ``description``, ``parameters`` with ``properties``/``required``).
 - ``ground_truth``: BFCL possible-answer form, ``[{function_name: {param: [acceptable values]}}]``;
   ``""`` in a list marks an optional parameter; ``[]`` for irrelevance.
+- ``rewards`` (optional): ``"paper"`` (default: format, correctness) or ``"split"`` (format, function, correctness).
 - ``category``: a BFCL category name (``simple_python``, ``multiple``, ``parallel``, ``parallel_multiple``,
   ``irrelevance``, ``live_*``...); it selects the matching rule.
 
@@ -15,7 +18,8 @@ The label is stored as a JSON string because HF ``datasets`` unifies nested dict
 (it would add ``None`` keys to function docs); ``score_tool`` accepts a dict or a JSON string.
 
 Verifier blocks (the text MRTPO's replay removes): ``format`` -> ``TOOL_FORMAT_BLOCK`` (also inside
-every prompt); ``correctness`` -> the reference call as the ``<tool_call>`` block the model should write.
+every prompt); ``function`` -> the name(s) of the function(s) to call; ``correctness`` -> the reference call as the
+``<tool_call>`` block the model should write.
 """
 
 from __future__ import annotations
@@ -34,13 +38,16 @@ from mrtpo_openrlhf.verifiers.tool import (
     TOOL_FORMAT_BLOCK,
     check_bfcl,
     check_format,
+    check_function_choice,
     load_bfcl,
     parse_tool_calls,
     reference_calls,
     render_calls,
 )
 
-TOOL_REWARD_NAMES = ("format", "correctness")
+TOOL_REWARD_SETS = {"paper": ("format", "correctness"), "split": ("format", "function", "correctness")}
+TOOL_REWARD_NAMES = TOOL_REWARD_SETS["paper"]
+FUNCTION_HEADER = "The function(s) to call:"
 PRIMARY_REWARD = "correctness"
 REFERENCE_HEADER = "The correct answer calls:"
 # End-of-turn markers a decoded rollout may still carry (OpenRLHF decodes with special tokens).
@@ -64,7 +71,30 @@ def parse_label(label: Any) -> dict:
         raise ValueError("label.category must be a BFCL category name")
     if not isinstance(ground_truth, list) or not all(isinstance(g, dict) for g in ground_truth):
         raise ValueError("label.ground_truth must be a list of {function_name: {param: [values]}}")
-    return {"functions": functions, "ground_truth": ground_truth, "category": category, "id": label.get("id")}
+    rewards = label.get("rewards", "paper")
+    if rewards not in TOOL_REWARD_SETS:
+        raise ValueError(f"label.rewards must be one of {sorted(TOOL_REWARD_SETS)}, got {rewards!r}")
+    return {
+        "functions": functions,
+        "ground_truth": ground_truth,
+        "category": category,
+        "id": label.get("id"),
+        "rewards": rewards,
+    }
+
+
+def reward_names(label: Any) -> tuple[str, ...]:
+    """The label's reward set (the paper's two rewards when the label cannot say)."""
+    try:
+        return TOOL_REWARD_SETS[parse_label(label)["rewards"]]
+    except (ValueError, TypeError):
+        return TOOL_REWARD_NAMES
+
+
+def function_block(label: dict) -> str:
+    """The function reward's verifier block: which function(s) the request needs, and nothing of the arguments."""
+    names = [next(iter(g)) for g in label["ground_truth"] if isinstance(g, dict) and len(g) == 1]
+    return f"{FUNCTION_HEADER} {', '.join(names)}" if names else f"{FUNCTION_HEADER} none (no function fits)"
 
 
 def reference_block(label: dict) -> str:
@@ -74,15 +104,15 @@ def reference_block(label: dict) -> str:
 
 
 def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
-    """Score one rollout: [format, correctness], both 0/1. Never raises on a bad response or label."""
+    """Score one rollout: [format, correctness] (or [format, function, correctness] for a ``split`` label), all 0/1.
+    Never raises on a bad response or label."""
     response = extract_response(query, prompt)
+    names = reward_names(label)
     too_long = oversize_reason(response, "tool")
     if too_long:
         return RewardVector(
-            [
-                RewardItem("format", 0.0, TOOL_FORMAT_BLOCK, too_long, inline=True),
-                RewardItem("correctness", 0.0, "", too_long),
-            ],
+            [RewardItem("format", 0.0, TOOL_FORMAT_BLOCK, too_long, inline=True)]
+            + [RewardItem(name, 0.0, "", too_long) for name in names[1:]],
             primary=PRIMARY_REWARD,
             logs={"tool_parseable": 0.0},
         )
@@ -92,24 +122,27 @@ def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
         parsed_label = parse_label(label)
     except ValueError as exc:
         correct, why, block = False, f"bad label: {exc}", ""
+        chose, chose_why, chose_block = False, why, ""
     else:
         block = reference_block(parsed_label)
-        correct, why = check_bfcl(
-            parsed_label["category"], parsed_label["functions"], parsed.calls, parsed_label["ground_truth"]
-        )
-        if not correct and not parsed.ok and "irrelevance" not in parsed_label["category"]:
-            why = parsed.reason
+        category, truth = parsed_label["category"], parsed_label["ground_truth"]
+        correct, why = check_bfcl(category, parsed_label["functions"], parsed.calls, truth)
+        chose, chose_why = check_function_choice(category, parsed.calls, truth)
+        chose_block = function_block(parsed_label)
+        if not parsed.ok and "irrelevance" not in category:
+            why = why if correct else parsed.reason
+            chose_why = chose_why if chose else parsed.reason
+    items = {
+        "format": RewardItem("format", float(fmt_ok), TOOL_FORMAT_BLOCK, fmt_why, inline=True),
+        "function": RewardItem("function", float(chose), chose_block, chose_why),
+        "correctness": RewardItem("correctness", float(correct), block, why),
+    }
     return RewardVector(
-        [
-            RewardItem("format", float(fmt_ok), TOOL_FORMAT_BLOCK, fmt_why, inline=True),
-            RewardItem("correctness", float(correct), block, why),
-        ],
-        primary=PRIMARY_REWARD,
-        logs={"tool_parseable": float(parsed.ok)},
+        [items[name] for name in names], primary=PRIMARY_REWARD, logs={"tool_parseable": float(parsed.ok)}
     )
 
 
-reward_func = make_reward_func(score_tool, lambda _label: TOOL_REWARD_NAMES)
+reward_func = make_reward_func(score_tool, reward_names)
 
 
 def example_responses(row: dict) -> list[str]:

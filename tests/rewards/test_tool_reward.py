@@ -143,3 +143,43 @@ def test_rewards_benchmark_scores_the_tool_fixture():
     result = bench.bench_family("tool", seconds=0.05)
     assert result["rows"] == 20 and result["per_s"] > 0
     assert result["mean_total_reward"] == 1.5  # reference responses earn 2, the wrong call earns format only
+
+
+SPLIT = {**LABEL, "rewards": "split"}
+TWO_FUNCS = FUNCS + [{"name": "sub", "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}}}]
+MULTI = {**SPLIT, "functions": TWO_FUNCS, "category": "multiple"}
+
+
+def test_split_label_adds_the_function_choice_reward_between_format_and_correctness():
+    vec = score_tool(PROMPT + GOOD, PROMPT, SPLIT)
+    assert vec.names == ["format", "function", "correctness"] and vec.values == [1.0, 1.0, 1.0]
+    assert vec.items[1].block == "The function(s) to call: add" and '"b": 2.5' not in vec.items[1].block
+    # right function, wrong argument: the choice is earned, the call is not
+    assert score_tool(PROMPT + GOOD.replace('"b": 2.5', '"b": 3'), PROMPT, SPLIT).values == [1.0, 1.0, 0.0]
+    # the other offered function: neither
+    other = GOOD.replace('"name": "add", "arguments": {"a": 1, "b": 2.5}', '"name": "sub", "arguments": {"a": 1}')
+    vec = score_tool(PROMPT + other, PROMPT, MULTI)
+    assert vec.values == [1.0, 0.0, 0.0] and "expected ['add']" in vec.items[1].reason
+    # two calls where one is expected: the count is wrong, so the choice is too
+    twice = GOOD.replace('{"name": "add", "arguments": {"a": 1, "b": 2.5}}', '[{"name": "add"}, {"name": "add"}]')
+    assert score_tool(PROMPT + twice, PROMPT, MULTI).values[1:] == [0.0, 0.0]
+    # no parseable call: the parser's reason
+    vec = score_tool(PROMPT + "<think>x</think>\n<tool_call>nope</tool_call>", PROMPT, SPLIT)
+    assert vec.values == [1.0, 0.0, 0.0] and vec.items[1].reason == vec.items[2].reason
+
+
+def test_split_parallel_is_order_free_and_irrelevance_wants_no_call():
+    par = {**SPLIT, "functions": TWO_FUNCS, "category": "parallel", "ground_truth": [{"add": {}}, {"sub": {}}]}
+    calls = (
+        '<think>t</think><tool_call>[{"name": "sub", "arguments": {}}, {"name": "add", "arguments": {}}]</tool_call>'
+    )
+    assert score_tool(PROMPT + calls, PROMPT, par).values[1] == 1.0
+    irr = {**SPLIT, "category": "irrelevance", "ground_truth": []}
+    assert score_tool(PROMPT + "<think>t</think><tool_call>[]</tool_call>", PROMPT, irr).values == [1.0, 1.0, 1.0]
+    assert score_tool(PROMPT + GOOD, PROMPT, irr).values == [1.0, 0.0, 0.0]
+
+
+def test_unknown_reward_set_is_a_bad_label_with_the_paper_names():
+    vec = score_tool(PROMPT + GOOD, PROMPT, {**LABEL, "rewards": "all"})
+    assert vec.names == ["format", "correctness"] and vec.values == [1.0, 0.0]
+    assert "label.rewards must be one of" in vec.items[1].reason

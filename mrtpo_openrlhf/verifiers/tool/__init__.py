@@ -5,6 +5,7 @@ Plain modules with no OpenRLHF import; ``mrtpo_openrlhf.rewards.tool`` turns the
 
 from mrtpo_openrlhf.verifiers.tool.ast_match import (
     check_bfcl,
+    check_function_choice,
     irrelevance,
     multiple,
     normalize_string,
@@ -31,6 +32,7 @@ __all__ = [
     "parse_tool_calls",
     "render_calls",
     "check_bfcl",
+    "check_function_choice",
     "irrelevance",
     "multiple",
     "normalize_string",

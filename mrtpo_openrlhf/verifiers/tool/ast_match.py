@@ -353,6 +353,37 @@ def check_bfcl(
     return simple(functions, calls, ground_truth, dot_to_underscore)
 
 
+def check_function_choice(
+    category: str,
+    calls: Sequence[ToolCall] | None,
+    ground_truth: Sequence[dict] | None,
+    dot_to_underscore: bool = False,
+) -> Verdict:
+    """Whether the response calls the right function(s), arguments unchecked: the multiset of called names equals
+    the ground truth's (the first thing BFCL's checker compares). Implied by ``check_bfcl`` passing."""
+    if not isinstance(category, str):
+        return False, f"category must be a string, got {type(category).__name__}"
+    if "irrelevance" in category:
+        return irrelevance(calls)
+    if "relevance" in category:
+        return relevance(calls)
+    if not isinstance(ground_truth, (list, tuple)) or not ground_truth:
+        return False, "no ground truth for a call-checking category"
+    ok, why = _count_ok(calls, ground_truth)
+    if not ok:
+        return ok, why
+    want = []
+    for expected in ground_truth:
+        if not isinstance(expected, dict) or len(expected) != 1:
+            return False, f"bad ground truth entry {expected!r}"
+        name = next(iter(expected))
+        want.append(name.replace(".", "_") if dot_to_underscore else name)
+    got = [call.name for call in calls]
+    if sorted(got) != sorted(want):
+        return False, f"called {sorted(got)}, expected {sorted(want)}"
+    return OK
+
+
 def _reference_dict(candidate: dict) -> dict:
     return {k: opts[0] for k, opts in candidate.items() if isinstance(opts, list) and opts and opts[0] != ""}
 
