@@ -100,6 +100,10 @@ class StudyConfig:
     def data_path(self) -> Path:
         return _repo_path(self.data)
 
+    def model_ref(self) -> str:
+        """``smollm2`` (the embedded default model) or the model folder, relative paths from the repo root."""
+        return self.model if self.model == "smollm2" else str(_repo_path(self.model))
+
     def heldout_path(self) -> Path | None:
         return _repo_path(self.heldout) if self.heldout else None
 

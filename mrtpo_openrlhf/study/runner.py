@@ -181,18 +181,21 @@ def run_study(
             shutil.copy2(root / "study.json", Path(results) / "study.json")
         # SIGTERM/SIGHUP between runs stop the study like Ctrl-C (the launcher itself handles them during a run)
         set_stop_signal_handlers(raise_interrupted)
-    model = None
+    model, base = None, None
     if cfg.backend == "cpu" and not dry_run:
         from mrtpo_openrlhf.evaluation.generation import resolve_model
 
-        model = Path(resolve_model(cfg.model))
+        from .cold_start import weights_sha256
+
+        model = Path(resolve_model(cfg.model_ref()))
+        base = {"path": str(model), "weights_sha256": weights_sha256(model)}  # what every arm starts from
     failed, durations, t_start = 0, [], time.time()
     for i, (arm, seed) in enumerate(todo):
         out = run_dir(root, arm, seed)
         eta = f", ETA ~{fmt_minutes(sum(durations) / len(durations) * (len(todo) - i))}" if durations else ""
         say(f"[study] run {i + 1}/{len(todo)}: {arm} seed {seed} (elapsed {fmt_minutes(time.time() - t_start)}{eta})")
         data = seed_prompts(cfg, root, seed, Path(results) if results else None) if not dry_run else None
-        ok = _run_one(cfg, arm, seed, out, model, dry_run, timeout, stall_timeout, say, data)
+        ok = _run_one(cfg, arm, seed, out, model, dry_run, timeout, stall_timeout, say, data, base)
         if dry_run:
             continue
         if ok and results:
@@ -240,6 +243,7 @@ def _run_one(
     stall_timeout: float | None,
     say: Callable[[str], None],
     data: Path | None = None,
+    base: dict | None = None,
 ) -> bool:
     if cfg.backend == "gpu":
         command, env = gpu_command(cfg, arm, seed, out)
@@ -269,6 +273,7 @@ def _run_one(
                 "estimator": ARMS[arm].estimator,
                 "placement": ARMS[arm].placement,
                 "data": str(data or cfg.data_path()),
+                "base_model": base,
             },
             indent=2,
         )
