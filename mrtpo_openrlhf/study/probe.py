@@ -52,6 +52,24 @@ def group_stats(groups: Sequence[Sequence[tuple[list[str], list[float]]]]) -> di
     return {"rewards": rewards, "groups": len(groups), "multi_varying_frac": multi / max(1, len(groups))}
 
 
+def correlations(rows: Sequence[dict[str, float]]) -> dict[str, float | None]:
+    """Pearson r between every pair of keys present in every row (rewards, ``truncated``), over responses.
+
+    rows: one {name: value} per response. Returns {"a~b": r}; None where a key is constant (r undefined)."""
+    keys = sorted(set.intersection(*(set(r) for r in rows))) if rows else []
+    out: dict[str, float | None] = {}
+    n = len(rows)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            xa, xb = [r[a] for r in rows], [r[b] for r in rows]
+            ma, mb = sum(xa) / n, sum(xb) / n
+            va = sum((x - ma) ** 2 for x in xa)
+            vb = sum((x - mb) ** 2 for x in xb)
+            cov = sum((x - ma) * (y - mb) for x, y in zip(xa, xb))
+            out[f"{a}~{b}"] = cov / (va * vb) ** 0.5 if va > 0 and vb > 0 else None
+    return out
+
+
 def sample_vllm(
     model_path: Path, rows: Sequence[dict], samples: int, max_new_tokens: int, temperature: float, seed: int
 ) -> list:
@@ -114,12 +132,13 @@ def probe(
         lm = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).eval()
         drawn = generate_samples(lm, tokenizer, rows, samples, max_new_tokens, temperature, seed)
     groups: list[list[tuple[list[str], list[float]]]] = [[] for _ in rows]
-    lengths, saved = [], []
+    lengths, saved, flat = [], [], []
     for s in drawn:
         text = tokenizer.decode(s.response_ids, skip_special_tokens=False)
         vec = score(task, s.prompt, text, s.label)
         groups[s.prompt_index].append((vec.names, vec.values))
         lengths.append(len(s.response_ids))
+        flat.append({**dict(zip(vec.names, vec.values)), "truncated": float(len(s.response_ids) >= max_new_tokens)})
         saved.append(
             {
                 "prompt": rows[s.prompt_index]["prompt"],
@@ -133,6 +152,7 @@ def probe(
 
         write_jsonl(Path(save_samples), saved)
     out = group_stats(groups)
+    out["correlations"] = correlations(flat)
     out["setup"] = {
         "task": task,
         "data": str(data),
@@ -165,6 +185,13 @@ def format_table(result: dict[str, Any]) -> str:
     ]
     for name, r in result["rewards"].items():
         lines.append(f"| {name} | {100 * r['pass_rate']:.1f}% | {r['groups']} | {100 * r['varying_frac']:.0f}% |")
+    corr = result.get("correlations") or {}
+    if corr:
+        lines += [
+            "",
+            "correlations over responses (Pearson r): "
+            + ", ".join(f"{pair} {'undefined' if r is None else f'{r:+.2f}'}" for pair, r in corr.items()),
+        ]
     return "\n".join(lines)
 
 

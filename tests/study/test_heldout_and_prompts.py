@@ -72,3 +72,21 @@ def test_provenance_names_this_checkout():
     assert info["commit"] == head
     assert isinstance(info["dirty"], bool) and len(info["training_path"]) == 12
     assert info["cpu_capability"] and info["cpu_model"] and len(info["loadavg"]) == 3
+
+
+def test_probe_correlations_match_numpy():
+    import numpy as np
+
+    from mrtpo_openrlhf.study.probe import correlations
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 2, 50).astype(float)
+    b = np.where(rng.random(50) < 0.7, a, 1 - a)
+    t = rng.integers(0, 2, 50).astype(float)
+    rows = [{"format": x, "function": y, "truncated": z} for x, y, z in zip(a, b, t)]
+    rows[0]["only_here"] = 1.0  # not in every row: left out
+    out = correlations(rows)
+    assert set(out) == {"format~function", "format~truncated", "function~truncated"}
+    assert out["format~function"] == pytest.approx(np.corrcoef(a, b)[0, 1])
+    assert out["function~truncated"] == pytest.approx(np.corrcoef(b, t)[0, 1])
+    assert correlations([{"x": 1.0, "y": 0.0}, {"x": 1.0, "y": 1.0}]) == {"x~y": None}  # constant: undefined
