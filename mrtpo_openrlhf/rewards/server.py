@@ -551,8 +551,18 @@ class RewardServer:
 
 def _listen(address: tuple[str, int]) -> socket.socket:
     host, port = address
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    return socket.create_server((host, port), family=family, backlog=WAITING_CONNECTIONS)
+    family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on such sockets (else a response written in two
+    # parts waits for the client's delayed ACK, 40 ms per keep-alive request)
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(WAITING_CONNECTIONS)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def start_in_thread(
@@ -650,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a busy port, an address this machine does not have, a host that does not resolve
         print(
             f"{parser.prog} serve: error: --host {args.host} --port {args.port}: cannot listen there: "
-            f"{os.strerror(exc.errno) if exc.errno else exc}",
+            f"{exc.strerror or exc}",
             file=sys.stderr,
         )
         return 2
