@@ -364,6 +364,8 @@ class RewardProtocol(H11Protocol):
         if self._wait_timer is not None:
             self._wait_timer.cancel()
         if not self._raw_transport.is_closing():
+            peer = self._raw_transport.get_extra_info("peername") or ("-", 0)
+            logger.warning("%s:%s refused (503): every handler slot stayed busy", *peer[:2])
             self._raw_transport.write(BUSY_RESPONSE)
             self._raw_transport.close()
 
