@@ -161,6 +161,10 @@ async def run_load(
     }
 
 
+def num(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.2f}"
+
+
 def cpu_line() -> str:
     import torch
 
@@ -230,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         o, n = r["old"], r["new"]
         connection = "keep-alive" if keep_alive else "per request"
         print(
-            f"| {task} | {connection} | {n_clients} | {idle} | {o['rps']:.0f} | {n['rps']:.0f} "
-            f"| {n['rps'] / o['rps']:.2f} | {o['p99_ms']:.1f} | {n['p99_ms']:.1f} | {o['first_s']:.2f} "
+            f"| {task} | {connection} | {n_clients} | {idle} | {num(o['rps'])} | {num(n['rps'])} "
+            f"| {num(n['rps'] / o['rps'])} | {o['p99_ms']:.1f} | {n['p99_ms']:.1f} | {o['first_s']:.2f} "
             f"| {n['first_s']:.2f} |"
         )
     errors = sum(r[name]["errors"] for *_, r in rows for name in ("old", "new"))
