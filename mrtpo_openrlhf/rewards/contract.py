@@ -41,6 +41,10 @@ MRTPO_KEYS = (NAMES_KEY, VALUES_KEY, BLOCKS_KEY, REASONS_KEY)
 # Optional: per reward, [start, end) of its block in the prompt the reward function received, where the task put
 # it (``RewardItem.inline``), or None for a block the prompt does not hold (the replay appends those).
 SPANS_KEY = "mrtpo_reward_spans"
+# Reasons that say a response was scored without its label (unreadable label, or a verifier that raised on it):
+# the reward server logs a warning for each such response.
+BAD_LABEL = "bad label"
+VERIFIER_ERROR = "verifier error"
 
 
 @dataclass
@@ -145,7 +149,7 @@ def safe_reward_call(
     try:
         return score_one(query, prompt, label)
     except Exception as exc:  # noqa: BLE001 - a reward function must never raise into OpenRLHF
-        reason = f"verifier error: {type(exc).__name__}: {exc}"
+        reason = f"{VERIFIER_ERROR}: {type(exc).__name__}: {exc}"
         logger.warning("%s\n%s", reason, traceback.format_exc(limit=3))
         try:
             names = list(fallback_names(label))

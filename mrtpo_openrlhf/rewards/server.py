@@ -1,6 +1,6 @@
-"""HTTP reward server speaking OpenRLHF's remote reward protocol.
+"""HTTP reward server speaking OpenRLHF's remote reward protocol, on Starlette and uvicorn.
 
-``python -m mrtpo_openrlhf.rewards.server serve --task tool --host 127.0.0.1 --port 5000``
+``python -m mrtpo_openrlhf.rewards.server serve --task tool --host 127.0.0.1 --port 5000 [--workers N]``
 
 Request (POST ``/get_reward`` or ``/``; what ``openrlhf/utils/agent.py`` sends)::
 
@@ -10,37 +10,69 @@ Response (200): ``{"rewards": [float]*B, "scores": [float]*B, "extra_logs": {...
 task's ``reward_func`` output with tensors turned into lists. OpenRLHF sends one response per
 request (B=1): then extra_logs holds that response's MRTPO keys as in-process; for B>1 every
 extra_logs key holds a list of B per-response values.
-Errors: 400 malformed JSON or fields (also JSON nested deeper than ``MAX_JSON_DEPTH``), 404 unknown path,
-405 wrong method, 411 no length, 413 body over ``--max-request-bytes``, 503 when every handler slot stayed busy
-for ``--read-timeout-s``. ``GET /health`` answers ``{"status": "ok", "task": ...}``.
-Verifier failures never reach HTTP: ``reward_func`` turns them into zero rewards with a reason.
+Errors (``{"error": "..."}``): 400 malformed JSON or fields (also JSON nested deeper than ``MAX_JSON_DEPTH``),
+404 unknown path, 405 wrong method, 411 no length, 413 body over ``--max-request-bytes``, 500 when a verifier
+worker died, 503 when every handler slot stayed busy for ``--read-timeout-s``. ``GET /health`` answers
+``{"status": "ok", "task": ...}``. Verifier failures never reach HTTP: ``reward_func`` turns them into zero
+rewards with a reason, and the server logs a warning for each response scored without its label.
+
+Verifier calls run in ``--workers`` processes (default: one per usable core), so they use every core; the event
+loop only reads, routes and writes. Each worker imports the task's reward module and makes its warm-up call once.
 
 Stalled clients: a connection must deliver each whole request (request line, headers and body) within
 ``--read-timeout-s`` (default 10 s) of the server starting to wait for it, idle keep-alive time included; past
-that the server closes it. At most ``--max-handlers`` connections (default 32) are served at once; further
-connections wait in the listen queue for a free slot.
+that the server closes it. At most ``--max-handlers`` connections (default 256) are served at once; further
+connections wait, not reading, for a free slot, and get 503 if none frees within the read timeout.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import collections
+import functools
 import json
 import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
 import socket
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
-from mrtpo_openrlhf.tasks import TASKS, get_reward_func, warm_up
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from mrtpo_openrlhf.rewards.contract import BAD_LABEL, REASONS_KEY, VERIFIER_ERROR
+from mrtpo_openrlhf.tasks import TASKS, Task, get_task, register, warm_up
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 1 << 20
 DEFAULT_READ_TIMEOUT_S = 10.0
-DEFAULT_MAX_HANDLERS = 32
+DEFAULT_MAX_HANDLERS = 256  # idle connections cost a socket, not a thread: 50 idle clients leave room for work
+WAITING_CONNECTIONS = 128  # connections waiting for a handler slot; more are refused (503) at once
 MAX_JSON_DEPTH = 64  # far above any real label; deeper bodies are rejected before they reach a verifier
 REWARD_PATHS = ("/get_reward", "/")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+WORKER_START_S = 600.0  # a worker's imports and warm-up call, on a loaded machine
+
+
+def default_workers() -> int:
+    """One verifier process per core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -103,176 +135,436 @@ def score_batch(reward_func: Callable[..., dict], queries: list, prompts: list, 
     return out
 
 
-class RewardHandler(BaseHTTPRequestHandler):
-    """One request; the server object carries ``task``, ``reward_func`` and ``max_request_bytes``."""
+def label_problems(result: dict, n_responses: int) -> list[str]:
+    """One line per response scored without its label (a bad label, or a verifier that raised on it)."""
+    reasons = result.get("extra_logs", {}).get(REASONS_KEY)
+    if not isinstance(reasons, list) or not reasons:
+        return []
+    per_response = [reasons] if n_responses == 1 else reasons  # B=1 answers carry the flat in-process dict
+    problems = []
+    for i, response_reasons in enumerate(per_response):
+        for reason in response_reasons if isinstance(response_reasons, list) else ():
+            if isinstance(reason, str) and reason.startswith((BAD_LABEL, VERIFIER_ERROR)):
+                problems.append(f"response {i + 1} of {n_responses}: {reason}")
+                break
+    return problems
 
-    protocol_version = "HTTP/1.1"
 
-    def setup(self) -> None:
-        self.timeout = self.server.read_timeout_s  # per socket read; the watchdog bounds the whole request
-        super().setup()
+def answer_body(reward_func: Callable[..., dict], raw: bytes) -> tuple[int, dict, list[str]]:
+    """A request body -> (HTTP status, JSON answer, label problems). Runs in a verifier worker."""
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+        queries, prompts, labels = validate_request(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return 400, {"error": f"malformed JSON: {exc}"}, []
+    except RecursionError:
+        return 400, {"error": f"JSON nested deeper than {MAX_JSON_DEPTH} levels"}, []
+    except ValueError as exc:
+        return 400, {"error": str(exc)}, []
+    try:
+        result = score_batch(reward_func, queries, prompts, labels)
+    except Exception as exc:  # noqa: BLE001 - the server must answer, whatever the verifier did
+        logger.exception("reward scoring failed")
+        return 500, {"error": f"scoring failed: {type(exc).__name__}: {exc}"}, []
+    return 200, result, label_problems(result, len(queries))
 
-    def handle_one_request(self) -> None:
-        # A watchdog closes the socket if the request has not fully arrived in time (slow or silent clients).
-        self._watchdog = threading.Timer(self.server.read_timeout_s, self._abort_slow_request)
-        self._watchdog.daemon = True
-        self._watchdog.start()
+
+# ----------------------------------------------------------------------------- verifier worker processes
+_worker_reward_func: Callable[..., dict] | None = None
+_worker_barrier: Any = None
+
+
+def _init_worker(task: Task, log_level: int, barrier: Any) -> None:
+    """Worker start: the server's log level, the task (registered here too when the parent registered it at
+    run time), its warm-up call; Ctrl-C goes to the server, which stops its workers."""
+    global _worker_reward_func, _worker_barrier
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=log_level, format=LOG_FORMAT)
+    parent = multiprocessing.parent_process()
+    if parent is not None:  # a server killed with SIGKILL must not leave its workers behind
+        threading.Thread(target=_exit_with_parent, args=(parent.sentinel,), daemon=True).start()
+    if task.name not in TASKS:
+        register(task)
+    _worker_reward_func = task.reward_func()
+    warm_up(task.name)
+    import torch  # noqa: F401 - reward_func returns tensors: load torch now, not in the first request
+
+    _worker_barrier = barrier
+
+
+def _exit_with_parent(sentinel: int) -> None:
+    multiprocessing.connection.wait([sentinel])
+    os._exit(0)
+
+
+def _worker_ready() -> int:
+    # every worker holds one of these calls at once: so each ran its warm-up, and the pids are all of them
+    _worker_barrier.wait(timeout=WORKER_START_S)
+    return os.getpid()
+
+
+def _answer_in_worker(raw: bytes) -> tuple[int, bytes, list[str]]:
+    status, payload, problems = answer_body(_worker_reward_func, raw)
+    return status, json.dumps(payload).encode("utf-8"), problems
+
+
+class VerifierPool:
+    """``workers`` processes that answer request bodies; a pool that lost a worker is replaced."""
+
+    def __init__(self, task: Task, workers: int):
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.task = task
+        self.workers = workers
+        self.pids: list[int] = []
+        self._executor = self._start()
+        self._restarting: asyncio.Task | None = None
+
+    def _start(self) -> ProcessPoolExecutor:
+        # spawn, not fork: the server process runs an event loop and threads that a fork would copy mid-state
+        context = multiprocessing.get_context("spawn")
+        executor = ProcessPoolExecutor(
+            self.workers,
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(self.task, logging.getLogger().getEffectiveLevel(), context.Barrier(self.workers)),
+        )
         try:
-            super().handle_one_request()
+            futures = [executor.submit(_worker_ready) for _ in range(self.workers)]  # each submit spawns a worker
+            self.pids = sorted(f.result() for f in futures)
+            logger.info("%d verifier workers ready (pids %s)", self.workers, " ".join(map(str, self.pids)))
+        except BrokenProcessPool:
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise RuntimeError(
+                f"the verifier workers of task {self.task.name!r} did not start (their error is printed above; "
+                "a script that starts the server itself must do so under `if __name__ == '__main__':`)"
+            ) from None
+        except BaseException:
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
+        return executor
+
+    async def answer(self, raw: bytes) -> tuple[int, bytes, list[str]]:
+        if self._restarting is not None:
+            await asyncio.shield(self._restarting)
+        executor = self._executor
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, _answer_in_worker, raw)
+        except BrokenProcessPool as exc:
+            logger.error("a verifier worker died (%s); starting %d new workers", exc, self.workers)
+            if self._executor is executor and self._restarting is None:
+                self._restarting = asyncio.ensure_future(self._restart(executor))
+            return 500, _error_body("scoring failed: a verifier worker died; the server restarts its workers"), []
+        except RuntimeError as exc:  # submitted while shutting down
+            return 503, _error_body(f"server shutting down: {exc}"), []
+
+    async def _restart(self, broken: ProcessPoolExecutor) -> None:
+        broken.shutdown(wait=False, cancel_futures=True)
+        try:
+            self._executor = await asyncio.to_thread(self._start)
+        except Exception:  # noqa: BLE001 - the next request retries
+            logger.exception("could not restart the verifier workers")
         finally:
-            self._request_read()
+            self._restarting = None
 
-    def _request_read(self) -> None:
-        self._watchdog.cancel()
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
 
-    def _abort_slow_request(self) -> None:
-        self.close_connection = True
+
+def _error_body(message: str) -> bytes:
+    return json.dumps({"error": message}).encode("utf-8")
+
+
+# ----------------------------------------------------------------------------- connections: slots and deadline
+class HandlerSlots:
+    """At most ``limit`` connections are served at once; the others wait, not reading, in arrival order."""
+
+    def __init__(self, limit: int, wait_s: float, max_waiting: int = WAITING_CONNECTIONS):
+        self.limit = limit
+        self.wait_s = wait_s
+        self.max_waiting = max_waiting
+        self.active = 0
+        self.peak = 0  # most connections ever served at once (tests and monitoring)
+        self.waiting: collections.deque[RewardProtocol] = collections.deque()
+
+    def request(self, conn: RewardProtocol) -> None:
+        if self.active < self.limit:
+            self._admit(conn)
+        elif len(self.waiting) >= self.max_waiting:
+            conn.refuse_busy()
+        else:
+            self.waiting.append(conn)
+            conn.wait_for_slot(self.wait_s)
+
+    def release(self) -> None:
+        self.active -= 1
+        while self.waiting and self.active < self.limit:
+            self._admit(self.waiting.popleft())
+
+    def withdraw(self, conn: RewardProtocol) -> None:
         try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
+            self.waiting.remove(conn)
+        except ValueError:
             pass
 
-    def log_message(self, fmt: str, *args: Any) -> None:  # route to logging, not stderr
-        logger.debug("%s - %s", self.address_string(), fmt % args)
+    def refuse_waiting(self) -> None:
+        while self.waiting:
+            self.waiting.popleft().refuse_busy()
 
-    def _send(self, status: int, payload: dict) -> None:
-        body = json.dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def _admit(self, conn: RewardProtocol) -> None:
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        conn.admitted()
 
-    def _error(self, status: int, message: str) -> None:
-        self.close_connection = True  # the unread body (if any) must not be taken as a next request
-        self._send(status, {"error": message})
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
-        self._request_read()
-        if self.path == "/health":
-            self._send(200, {"status": "ok", "task": self.server.task})
-        elif self.path in REWARD_PATHS:
-            self._error(405, "use POST")
-        else:
-            self._error(404, f"unknown path {self.path}")
+BUSY_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+) % (
+    len(_error_body("server busy: every handler slot is taken")),
+    _error_body("server busy: every handler slot is taken"),
+)
 
-    def do_POST(self) -> None:  # noqa: N802
-        if self.path not in REWARD_PATHS:
-            self._error(404, f"unknown path {self.path}")
+
+class RewardProtocol(H11Protocol):
+    """uvicorn's h11 connection with a handler slot and a whole-request read deadline.
+
+    uvicorn bounds idle keep-alive time only; a client that sends half a request line and stops would hold its
+    connection forever. Here the deadline runs from the moment the server waits for a request until the app has
+    read its whole body (or answers), and a connection is only read once it holds a slot.
+    """
+
+    def __init__(self, *args: Any, slots: HandlerSlots, read_timeout_s: float, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._slots = slots
+        self._read_timeout_s = read_timeout_s
+        self._state = "new"  # -> waiting -> admitted | refused
+        self._raw_transport: asyncio.Transport | None = None
+        self._wait_timer: asyncio.TimerHandle | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._app = self.app
+        self.app = self._app_with_deadline
+
+    # -- slots
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._raw_transport = transport
+        self._slots.request(self)
+
+    def wait_for_slot(self, wait_s: float) -> None:
+        self._state = "waiting"
+        self._raw_transport.pause_reading()
+        self._wait_timer = self.loop.call_later(wait_s, self._wait_expired)
+
+    def _wait_expired(self) -> None:
+        self._slots.withdraw(self)
+        self.refuse_busy()
+
+    def refuse_busy(self) -> None:
+        self._state = "refused"
+        if self._wait_timer is not None:
+            self._wait_timer.cancel()
+        if not self._raw_transport.is_closing():
+            peer = self._raw_transport.get_extra_info("peername") or ("-", 0)
+            logger.warning("%s:%s refused (503): every handler slot stayed busy", *peer[:2])
+            self._raw_transport.write(BUSY_RESPONSE)
+            self._raw_transport.close()
+
+    def admitted(self) -> None:
+        if self._wait_timer is not None:
+            self._wait_timer.cancel()
+        was_waiting = self._state == "waiting"
+        self._state = "admitted"
+        super().connection_made(self._raw_transport)
+        if was_waiting:
+            self._raw_transport.resume_reading()
+        self._arm_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._state != "admitted":  # never served: nothing of uvicorn's to clean up
+            self._slots.withdraw(self)
+            if self._wait_timer is not None:
+                self._wait_timer.cancel()
+            self._state = "refused"
             return
-        length_header = self.headers.get("Content-Length")
+        self._disarm_deadline()
+        super().connection_lost(exc)
+        self._slots.release()
+
+    # -- read deadline
+    def _arm_deadline(self) -> None:
+        self._disarm_deadline()
+        self._deadline = self.loop.call_later(self._read_timeout_s, self._deadline_passed)
+
+    def _disarm_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _deadline_passed(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm_deadline()  # the next request, idle time included
+
+    async def _app_with_deadline(self, scope: Any, receive: Any, send: Any) -> None:
+        async def receive_in_time() -> dict:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                self._disarm_deadline()  # the whole body is here: scoring time is not read time
+            return message
+
+        async def send_and_disarm(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                self._disarm_deadline()
+            await send(message)
+
+        await self._app(scope, receive_in_time, send_and_disarm)
+
+
+# ----------------------------------------------------------------------------- the app
+def _error(status: int, message: str, headers: dict | None = None) -> Response:
+    # every error closes the connection: an unread body must not be taken as the next request
+    return Response(
+        _error_body(message), status, headers={"connection": "close", **(headers or {})}, media_type="application/json"
+    )
+
+
+def build_app(task: str, pool: VerifierPool, max_request_bytes: int) -> Starlette:
+    async def health(_request: Request) -> Response:
+        return JSONResponse({"status": "ok", "task": task})
+
+    async def reward(request: Request) -> Response:
+        length_header = request.headers.get("content-length")
         if length_header is None:
-            self._error(411, "Content-Length required")
-            return
+            return _error(411, "Content-Length required")
         try:
             length = int(length_header)
         except ValueError:
-            self._error(400, "bad Content-Length")
-            return
+            return _error(400, "bad Content-Length")
         if length < 0:
-            self._error(400, "bad Content-Length")
-            return
-        if length > self.server.max_request_bytes:
-            self._error(413, f"body of {length} bytes exceeds the limit of {self.server.max_request_bytes}")
-            return
+            return _error(400, "bad Content-Length")
+        if length > max_request_bytes:
+            return _error(413, f"body of {length} bytes exceeds the limit of {max_request_bytes}")
         try:
-            raw = self.rfile.read(length)
-        except OSError:  # read timeout or the watchdog closed the socket
-            self.close_connection = True
-            return
-        if len(raw) < length:  # the client gave up or was cut off: nothing to answer
-            self.close_connection = True
-            return
-        self._request_read()
-        try:
-            payload = json.loads(raw.decode("utf-8"))
-            queries, prompts, labels = validate_request(payload)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            self._error(400, f"malformed JSON: {exc}")
-            return
-        except RecursionError:
-            self._error(400, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-            return
-        except ValueError as exc:
-            self._error(400, str(exc))
-            return
-        try:
-            result = score_batch(self.server.reward_func, queries, prompts, labels)
-        except Exception as exc:  # noqa: BLE001 - the server must answer, whatever the verifier did
-            logger.exception("reward scoring failed")
-            self._error(500, f"scoring failed: {type(exc).__name__}: {exc}")
-            return
-        self._send(200, result)
+            raw = await request.body()
+        except ClientDisconnect:  # the client left or missed the read deadline: nobody to answer
+            return Response(status_code=400)
+        status, body, problems = await pool.answer(raw)
+        client = "%s:%d" % request.client if request.client else "-"
+        for problem in problems:
+            logger.warning("%s POST %s: label not used, %s", client, request.url.path, problem)
+        headers = None if status == 200 else {"connection": "close"}
+        return Response(body, status, headers=headers, media_type="application/json")
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            return _error(405, f"use {allowed or 'another method'} on {request.url.path}", exc.headers)
+        return _error(exc.status_code, f"unknown path {request.url.path}" if exc.status_code == 404 else exc.detail)
+
+    routes = [Route("/health", health, methods=["GET"])] + [Route(p, reward, methods=["POST"]) for p in REWARD_PATHS]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
 
 
-class RewardServer(ThreadingHTTPServer):
-    """Thread per connection, at most ``max_handlers`` at once; see the module docstring for the timeouts."""
-
-    daemon_threads = True
-    request_queue_size = 128  # connections waiting for a handler slot queue here
+# ----------------------------------------------------------------------------- the server
+class RewardServer:
+    """A bound socket, the verifier workers and uvicorn; ``serve_forever`` blocks until ``shutdown``."""
 
     def __init__(
         self,
         address: tuple[str, int],
         task: str,
-        reward_func: Callable[..., dict] | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         max_handlers: int = DEFAULT_MAX_HANDLERS,
+        workers: int | None = None,
+        access_log: bool = True,
     ):
-        if read_timeout_s <= 0 or max_handlers < 1:
-            raise ValueError(f"read_timeout_s must be > 0 and max_handlers >= 1, got {read_timeout_s}, {max_handlers}")
+        workers = default_workers() if workers is None else workers
+        if read_timeout_s <= 0 or max_handlers < 1 or workers < 1:
+            raise ValueError(
+                f"read_timeout_s must be > 0, max_handlers and workers >= 1, got {read_timeout_s}, "
+                f"{max_handlers}, {workers}"
+            )
         self.task = task
-        self.reward_func = reward_func if reward_func is not None else get_reward_func(task)
         self.max_request_bytes = int(max_request_bytes)
         self.read_timeout_s = float(read_timeout_s)
         self.max_handlers = int(max_handlers)
-        self._slots = threading.BoundedSemaphore(self.max_handlers)
-        self._count_lock = threading.Lock()
-        self.active_handlers = 0
-        self.peak_handlers = 0  # most connections ever served at once (tests and monitoring)
-        super().__init__(address, RewardHandler)
-
-    def process_request(self, request, client_address) -> None:
-        # Runs in the accept loop: waiting here leaves further clients in the listen queue, not in threads.
-        if not self._slots.acquire(timeout=self.read_timeout_s):
-            self._refuse_busy(request)
-            return
+        task_entry = get_task(task)
+        self.socket = _listen(address)  # first: a busy port fails before the workers start
         try:
-            super().process_request(request, client_address)
+            self.pool = VerifierPool(task_entry, workers)
         except BaseException:
-            self._slots.release()
+            self.socket.close()
             raise
+        self.slots = HandlerSlots(self.max_handlers, self.read_timeout_s)
+        config = uvicorn.Config(
+            build_app(task, self.pool, self.max_request_bytes),
+            http=functools.partial(RewardProtocol, slots=self.slots, read_timeout_s=self.read_timeout_s),
+            loop="asyncio",
+            lifespan="off",
+            log_config=None,  # the caller's logging; uvicorn.access lines go wherever the root logger writes
+            access_log=access_log,
+            timeout_keep_alive=self.read_timeout_s,
+            timeout_graceful_shutdown=5,
+            server_header=False,
+        )
+        self._uvicorn = uvicorn.Server(config)
+        self._stopped = threading.Event()
+        self._stopped.set()
 
-    def process_request_thread(self, request, client_address) -> None:
-        with self._count_lock:
-            self.active_handlers += 1
-            self.peak_handlers = max(self.peak_handlers, self.active_handlers)
+    @property
+    def server_address(self) -> tuple[str, int]:
+        return self.socket.getsockname()[:2]
+
+    @property
+    def peak_handlers(self) -> int:
+        return self.slots.peak
+
+    @property
+    def active_handlers(self) -> int:
+        return self.slots.active
+
+    def serve_forever(self) -> None:
+        self._stopped.clear()
         try:
-            super().process_request_thread(request, client_address)
+            asyncio.run(self._serve())
         finally:
-            with self._count_lock:
-                self.active_handlers -= 1
-            self._slots.release()
+            self._stopped.set()
 
-    def handle_error(self, request, client_address) -> None:
-        if isinstance(sys.exc_info()[1], OSError):  # a client that vanished or was cut off for being too slow
-            logger.debug("connection from %s closed: %s", client_address, sys.exc_info()[1])
-            return
-        super().handle_error(request, client_address)
+    async def _serve(self) -> None:
+        await self._uvicorn.serve(sockets=[self.socket])
+        self.slots.refuse_waiting()
 
-    def _refuse_busy(self, request) -> None:
-        body = json.dumps({"error": "server busy: every handler slot is taken"}).encode("utf-8")
-        head = (
-            f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        ).encode("ascii")
-        try:
-            request.settimeout(1.0)
-            request.sendall(head + body)
-        except OSError:
-            pass
-        self.shutdown_request(request)
+    def shutdown(self) -> None:
+        """Stop ``serve_forever`` (from another thread) and wait until it has returned."""
+        self._uvicorn.should_exit = True
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        self.socket.close()
+        self.pool.close()
+
+
+def _listen(address: tuple[str, int]) -> socket.socket:
+    host, port = address
+    family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on such sockets (else a response written in two
+    # parts waits for the client's delayed ACK, 40 ms per keep-alive request)
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(WAITING_CONNECTIONS)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def start_in_thread(
@@ -282,18 +574,46 @@ def start_in_thread(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
     max_handlers: int = DEFAULT_MAX_HANDLERS,
+    workers: int | None = None,
 ) -> tuple[RewardServer, threading.Thread]:
-    """Start a server in a daemon thread (port 0 = ephemeral); stop it with ``server.shutdown()``."""
+    """Start a server in a daemon thread (port 0 = ephemeral); stop it with ``server.shutdown()`` and
+    ``server.server_close()``. Its workers are spawned processes: a script calling this must do so under
+    ``if __name__ == "__main__":``."""
     server = RewardServer(
         (host, port),
         task,
         max_request_bytes=max_request_bytes,
         read_timeout_s=read_timeout_s,
         max_handlers=max_handlers,
+        workers=workers,
     )
+    server._stopped.clear()  # shutdown() waits for the thread's loop even if it has not started yet
     thread = threading.Thread(target=server.serve_forever, name=f"reward-server-{task}", daemon=True)
     thread.start()
     return server, thread
+
+
+def _check_serve_args(args: argparse.Namespace) -> str | None:
+    """The first bad flag, as the one line to print; None when all are usable."""
+    if not 0 <= args.port <= 65535:
+        return f"--port {args.port}: a port is 0..65535"
+    if args.max_request_bytes < 0:
+        return f"--max-request-bytes {args.max_request_bytes}: must be >= 0"
+    if not args.read_timeout_s > 0:
+        return f"--read-timeout-s {args.read_timeout_s}: must be > 0"
+    if args.max_handlers < 1:
+        return f"--max-handlers {args.max_handlers}: must be >= 1"
+    if args.workers < 1:
+        return f"--workers {args.workers}: must be >= 1"
+    return None
+
+
+class _Stop(Exception):
+    """SIGTERM, re-raised by uvicorn once it has shut down gracefully."""
+
+
+def _raise_stop(_signum: int, _frame: Any) -> None:
+    raise _Stop
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,23 +634,46 @@ def main(argv: list[str] | None = None) -> int:
         "--max-handlers",
         type=int,
         default=DEFAULT_MAX_HANDLERS,
-        help="connections served at once; more wait in the listen queue",
+        help="connections served at once; more wait up to the read timeout for a slot, then get 503",
     )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=default_workers(),
+        help="verifier processes (default: one per usable core, %(default)s here)",
+    )
+    serve.add_argument("--no-access-log", action="store_true", help="no line per request")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    warm_up(args.task)  # one-time model loads now, not inside the first rollout's call
-    server = RewardServer(
-        (args.host, args.port),
-        args.task,
-        max_request_bytes=args.max_request_bytes,
-        read_timeout_s=args.read_timeout_s,
-        max_handlers=args.max_handlers,
+    problem = _check_serve_args(args)
+    if problem:
+        print(f"{parser.prog} serve: error: {problem}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    try:
+        server = RewardServer(
+            (args.host, args.port),
+            args.task,
+            max_request_bytes=args.max_request_bytes,
+            read_timeout_s=args.read_timeout_s,
+            max_handlers=args.max_handlers,
+            workers=args.workers,
+            access_log=not args.no_access_log,
+        )
+    except OSError as exc:  # a busy port, an address this machine does not have, a host that does not resolve
+        print(
+            f"{parser.prog} serve: error: --host {args.host} --port {args.port}: cannot listen there: "
+            f"{exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 2
+    host, port = server.server_address
+    print(
+        f"serving task {args.task!r} on http://{host}:{port}/get_reward ({args.workers} verifier workers)", flush=True
     )
-    host, port = server.server_address[:2]
-    print(f"serving task {args.task!r} on http://{host}:{port}/get_reward", flush=True)
+    signal.signal(signal.SIGTERM, _raise_stop)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Stop):
         pass
     finally:
         server.server_close()
@@ -338,4 +681,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the imported module's main, so the workers unpickle this module's functions under its own name
+    from mrtpo_openrlhf.rewards import server as _server
+
+    sys.exit(_server.main())

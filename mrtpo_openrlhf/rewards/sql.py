@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, refuse_same_file, require_fields, write_jsonl
-from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, label_object, make_reward_func
+from mrtpo_openrlhf.rewards.contract import BAD_LABEL, RewardItem, RewardVector, label_object, make_reward_func
 from mrtpo_openrlhf.verifiers.response import oversize_reason
 from mrtpo_openrlhf.verifiers.sql import (
     DEFAULT_MAX_ROWS,
@@ -235,7 +235,7 @@ def score_sql(
     try:
         parsed = parse_label(label)
     except ValueError as exc:
-        reason = f"bad label: {exc}"
+        reason = f"{BAD_LABEL}: {exc}"
         return RewardVector(
             [format_item, RewardItem("executable", 0.0, "", reason), RewardItem("execution", 0.0, "", reason)],
             primary=PRIMARY_REWARD,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
-from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, label_object, make_reward_func
+from mrtpo_openrlhf.rewards.contract import BAD_LABEL, RewardItem, RewardVector, label_object, make_reward_func
 from mrtpo_openrlhf.verifiers.response import oversize_reason, response_from_query
 from mrtpo_openrlhf.verifiers.tool import (
     AST_CATEGORIES,
@@ -121,7 +121,7 @@ def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
     try:
         parsed_label = parse_label(label)
     except ValueError as exc:
-        correct, why, block = False, f"bad label: {exc}", ""
+        correct, why, block = False, f"{BAD_LABEL}: {exc}", ""
         chose, chose_why, chose_block = False, why, ""
     else:
         block = reference_block(parsed_label)

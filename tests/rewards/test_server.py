@@ -2,9 +2,19 @@
 
 import http.client
 import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from mrtpo_openrlhf import tasks
 from mrtpo_openrlhf.rewards.server import start_in_thread
 from mrtpo_openrlhf.tasks import TASKS, get_reward_func
 from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK
@@ -18,7 +28,7 @@ BAD = '<think>t</think><tool_call>{"name": "add", "arguments": {"a": 2}}</tool_c
 
 @pytest.fixture(scope="module")
 def server():
-    srv, thread = start_in_thread("tool", port=0, max_request_bytes=4096)
+    srv, thread = start_in_thread("tool", port=0, max_request_bytes=4096, workers=1)
     yield srv
     srv.shutdown()
     srv.server_close()
@@ -102,7 +112,7 @@ def test_registry_is_lazy_and_rejects_unknown_tasks():
 
 def test_deeply_nested_json_is_400_and_server_survives():
     # 200 KB of nesting made json.loads raise RecursionError, which ended the connection unanswered
-    srv, thread = start_in_thread("tool", port=0, max_request_bytes=1 << 20)
+    srv, thread = start_in_thread("tool", port=0, max_request_bytes=1 << 20, workers=1)
     nested_label = "[" * 500 + "0" + "]" * 500
     try:
         for body in (b"[" * 200_000, ('{"query": ["x"], "prompts": [""], "labels": [%s]}' % nested_label).encode()):
@@ -121,7 +131,7 @@ def test_stalled_clients_do_not_starve_others():
     import socket
     import time
 
-    srv, thread = start_in_thread("tool", port=0, read_timeout_s=0.5, max_handlers=2)
+    srv, thread = start_in_thread("tool", port=0, read_timeout_s=0.5, max_handlers=2, workers=1)
     host, port = srv.server_address[:2]
     stalled = []
     try:
@@ -156,7 +166,7 @@ def test_stalled_clients_do_not_starve_others():
 def test_idle_keep_alive_connection_is_closed():
     import time
 
-    srv, thread = start_in_thread("tool", port=0, read_timeout_s=0.3)
+    srv, thread = start_in_thread("tool", port=0, read_timeout_s=0.3, workers=1)
     try:
         host, port = srv.server_address[:2]
         conn = http.client.HTTPConnection(host, port, timeout=5)
@@ -184,3 +194,173 @@ def test_warm_up_call_scores_and_loads_the_instruction_models():
     start = time.perf_counter()
     instruction.reward_func(*instruction.WARM_UP_CALL)
     assert time.perf_counter() - start < 1.0
+
+
+def test_malformed_label_logs_one_warning_per_response(server, caplog):
+    payload = {"query": [PROMPT + GOOD, PROMPT + BAD, PROMPT + GOOD], "prompts": [PROMPT] * 3, "labels": [LABEL, 7, {}]}
+    with caplog.at_level(logging.INFO):
+        status, out = post_json(server, payload)
+        assert post_json(server, {"query": [PROMPT + GOOD], "prompts": [PROMPT], "labels": [LABEL]})[0] == 200
+    assert status == 200 and out["rewards"] == [2.0, 1.0, 1.0]  # still answered: the reason is in the response
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "label" in r.getMessage()]
+    assert len(warnings) == 2, warnings
+    assert "response 2 of 3: bad label: label must be" in warnings[0] and "got int" in warnings[0]
+    assert "response 3 of 3: bad label:" in warnings[1]
+    # the access log has one line per request, with its status
+    access = [r.getMessage() for r in caplog.records if r.name == "uvicorn.access"]
+    assert len(access) == 2 and all('"POST /get_reward HTTP/1.1" 200' in line for line in access)
+
+
+@pytest.fixture
+def probe_task(tmp_path, monkeypatch):
+    """A task whose reward reports the process that scored it and can take its time (label ``sleep``)."""
+    (tmp_path / "pid_probe_reward.py").write_text(
+        "import os, time\n"
+        "from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, make_reward_func\n"
+        "def score(query, prompt, label):\n"
+        "    time.sleep(label['sleep'])\n"
+        "    return RewardVector([RewardItem('one', 1.0)], logs={'pid': float(os.getpid())})\n"
+        "reward_func = make_reward_func(score, lambda _label: ('one',))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    task = tasks.register(
+        tasks.Task(name="pid_probe", reward_module="pid_probe_reward", train_data="-", label_keys=("sleep",))
+    )
+    try:
+        yield task
+    finally:
+        tasks.TASKS.pop("pid_probe", None)
+
+
+def test_verifier_calls_run_in_worker_processes_and_a_dead_worker_is_replaced(probe_task):
+    srv, thread = start_in_thread("pid_probe", port=0, workers=2)
+    body = {"query": ["x"], "prompts": [""], "labels": [{"sleep": 1.0}]}
+    try:
+        first_pids = list(srv.pool.pids)
+        assert len(first_pids) == 2 and os.getpid() not in first_pids
+        with ThreadPoolExecutor(4) as clients:  # 4 one-second calls at once: both workers take some
+            answers = list(clients.map(lambda _: post_json(srv, body), range(4)))
+        assert all(status == 200 for status, _ in answers)
+        assert {int(out["extra_logs"]["pid"]) for _, out in answers} == set(first_pids)
+
+        os.kill(first_pids[0], signal.SIGKILL)
+        quick = {"query": ["x"], "prompts": [""], "labels": [{"sleep": 0.0}]}
+        for _ in range(50):  # until the pool has noticed the death: that request is answered 500
+            status, out = post_json(srv, quick)
+            if status == 500:
+                break
+            time.sleep(0.1)
+        assert status == 500 and "worker died" in out["error"]
+        status, out = post_json(srv, quick)  # waits for the new workers, then scores
+        assert status == 200 and int(out["extra_logs"]["pid"]) in srv.pool.pids
+        assert not set(srv.pool.pids) & set(first_pids)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_body_that_stops_arriving_is_cut_at_the_read_timeout():
+    srv, thread = start_in_thread("tool", port=0, read_timeout_s=0.5, workers=1)
+    try:
+        sock = socket.create_connection(srv.server_address, timeout=10)
+        sock.sendall(b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b'{"query": [')
+        assert sock.recv(4096) == b""  # closed without an answer once the deadline passed
+        sock.close()
+        assert request(srv, "GET", "/health")[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
+
+
+def test_idle_connections_do_not_hold_up_a_request():
+    # the read timeout (60 s) outlasts the client's (20 s): an answer means no idle connection was waited for
+    srv, thread = start_in_thread("tool", port=0, read_timeout_s=60, workers=1)
+    idle = [socket.create_connection(srv.server_address, timeout=5) for _ in range(50)]
+    try:
+        host, port = srv.server_address
+        conn = http.client.HTTPConnection(host, port, timeout=20)
+        conn.request(
+            "POST", "/get_reward", json.dumps({"query": [PROMPT + GOOD], "prompts": [PROMPT], "labels": [LABEL]})
+        )
+        resp = conn.getresponse()
+        assert resp.status == 200 and json.loads(resp.read())["rewards"] == [2.0]
+        conn.close()
+        assert srv.peak_handlers == 51
+    finally:
+        for sock in idle:
+            sock.close()
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
+
+
+def serve_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "mrtpo_openrlhf.rewards.server", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_bad_or_busy_port_is_one_line_and_exit_2():
+    out = serve_cli("--task", "tool", "--port", "70000")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        "python -m mrtpo_openrlhf.rewards.server serve: error: --port 70000: a port is 0..65535"
+    ]
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        out = serve_cli("--task", "tool", "--port", str(port), "--workers", "1")
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"--port {port}: cannot listen there: Address already in use" in lines[0]
+    out = serve_cli("--task", "tool", "--workers", "0")
+    assert out.returncode == 2 and out.stderr.strip().endswith("--workers 0: must be >= 1")
+
+
+def test_cli_entry_point_serves_and_stops_with_its_workers_on_sigterm():
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mrtpo_openrlhf.rewards.server",
+            "serve",
+            "--task",
+            "sql",
+            "--port",
+            "0",
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()  # printed once the workers are ready
+        match = re.fullmatch(
+            r"serving task 'sql' on http://127\.0\.0\.1:(\d+)/get_reward \(1 verifier workers\)\n", line
+        )
+        assert match, line
+        port = int(match.group(1))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/health")
+        assert json.loads(conn.getresponse().read()) == {"status": "ok", "task": "sql"}
+        conn.request("POST", "/get_reward", json.dumps({"query": ["x"], "prompts": [""], "labels": ["{"]}))
+        resp = conn.getresponse()
+        assert resp.status == 200 and len(json.loads(resp.read())["rewards"]) == 1
+        conn.close()
+    finally:
+        proc.terminate()
+        rc = proc.wait(timeout=30)
+    stderr = proc.stderr.read()
+    assert rc == 0, stderr
+    assert "uvicorn.access: 127.0.0.1:" in stderr and '"POST /get_reward HTTP/1.1" 200' in stderr
+    assert "response 1 of 1: bad label: label is a string but not JSON" in stderr
+    pids = [int(p) for p in re.search(r"verifier workers ready \(pids ([\d ]+)\)", stderr).group(1).split()]
+    for pid in pids:  # the workers stopped with the server
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

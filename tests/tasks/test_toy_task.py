@@ -116,7 +116,7 @@ def test_reward_path_loads_like_openrlhf_and_serves(toy):
     spec.loader.exec_module(module)
     assert float(module.reward_func([prompt + "<answer>5</answer>"], [prompt], [{"answer": "4"}])["scores"][0]) == 0
     # the reward server serves it
-    srv, thread = reward_server.start_in_thread("toy", port=0)
+    srv, thread = reward_server.start_in_thread("toy", port=0, workers=1)
     try:
         conn = http.client.HTTPConnection(*srv.server_address[:2], timeout=10)
         body = {"query": [prompt + "<answer>4</answer>"], "prompts": [prompt], "labels": [{"answer": "4"}]}
