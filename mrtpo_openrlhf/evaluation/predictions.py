@@ -14,6 +14,11 @@ Accepted, per file (the format is recognised from the content):
   call list such as ``[get_weather(city='Paris'), f(x=1)]``, in ``response`` or BFCL's ``result`` field, parsed
   with ``ast``, never evaluated), BFCL's FC-mode ``result`` list ``[{"name": "<json args>"}]``, and OpenAI-style
   ``"tool_calls": [{"type": "function", "function": {"name": ..., "arguments": "<json>"}}]``.
+- **OpenAI chat completions** (any benchmark): ``"message": {...}`` or ``"choices": [{"message": {...}}, ...]``
+  (each choice a sample) instead of ``response``: the message's ``content`` is the response, and for BFCL its
+  ``tool_calls`` are the calls where it has them.
+
+A file without any prediction, or with ids the benchmark does not have, is an error naming the file and the counts.
 
 Several predictions of one id are samples: give them as ``"responses": [...]`` in one row, or as rows with
 distinct ``"sample"`` indices; a repeated id without ``sample`` is an error (an accidental duplicate).

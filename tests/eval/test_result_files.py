@@ -7,6 +7,7 @@ import json
 import math
 import os
 import stat
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mrtpo_openrlhf.evaluation.cli import main
+from mrtpo_openrlhf.paths import REPO_ROOT
 
 EVAL_MINI = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data" / "instructions" / "eval_mini.jsonl"
 BIRD_RIGHT = "SELECT COUNT(flight_id) FROM flights WHERE departure LIKE '2024-05-01%'"  # bundled BIRD mini, id 0
@@ -194,3 +196,19 @@ def test_bfcl_score_files_with_correct_and_total_counts(tmp_path, run_cli, kit):
     assert score[2]["error"] == ["no prediction"]
     irrelevance = [json.loads(line) for line in (folder / "BFCL_v4_irrelevance_score.json").read_text().splitlines()]
     assert irrelevance[0] == {"accuracy": pytest.approx(1 / 3), "correct_count": 1, "total_count": 3}
+
+
+def test_eval_run_py_runs_this_checkout(tmp_path, kit):
+    """``python eval/run.py`` from another folder runs this checkout's code (not another installed copy), and
+    summary.json names its commit."""
+    preds = kit.write_jsonl(tmp_path / "b.jsonl", [{"id": "0", "sql": BIRD_RIGHT}])
+    out = tmp_path / "o"
+    args = [sys.executable, str(REPO_ROOT / "eval" / "run.py"), "--benchmark", "bird"]
+    done = subprocess.run(
+        [*args, "--predictions", str(preds), "--out", str(out)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = kit.read_summary(out)
+    head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert summary["schema_version"] == 2 and summary["meta"]["git"]["commit"] == head.stdout.strip()
+    assert "| predictions | 0.2000 ± 0.2000 (1/5 predicted) | 0.2000 |" in done.stdout
