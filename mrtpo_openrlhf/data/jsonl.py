@@ -58,17 +58,26 @@ def read_jsonl(path: str | Path, validate: Callable[[dict], None] | None = None)
     return list(iter_jsonl(path, validate))
 
 
+def new_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 less the process umask (0o644 under the usual 022)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     """Write one JSON object per line; returns the row count.
 
     The rows go to a temporary file in the same folder, renamed over ``path`` only once every row is written:
-    if ``rows`` raises midway (a bad input row), the previous ``path`` is left exactly as it was.
+    if ``rows`` raises midway (a bad input row), the previous ``path`` is left exactly as it was. The file gets
+    the mode of any other new file (``new_file_mode``), not the temporary file's 0600.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     n = 0
     try:
+        os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")

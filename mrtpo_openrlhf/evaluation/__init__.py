@@ -5,7 +5,7 @@ Public API::
     from mrtpo_openrlhf.evaluation import EvalConfig, run_evaluation, load_benchmark, score_one, summarize
     load_benchmark("spider", data_dir)          # -> [EvalExample(id, benchmark, prompt, target, meta)]
     score_one(example, response)                # -> record dict with verdict/reason/answer
-    summarize("spider", records)                # -> official aggregates (percent) + headline columns
+    summarize("spider", records)                # -> official aggregates (fractions, stderr) + headline
     run_evaluation(EvalConfig(["bird"], predictions=["preds.jsonl"], out="runs/eval/x"))
     read_predictions(["spider=pred.sql"], {"spider": examples})   # -> {benchmark: {id: [Prediction per sample]}}
 

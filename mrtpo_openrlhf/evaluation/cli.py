@@ -11,7 +11,7 @@ from mrtpo_openrlhf.data.jsonl import DatasetError
 from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES
 
 from .data import BENCHMARKS
-from .generation import GenerationConfig
+from .generation import DTYPES, GenerationConfig
 from .runner import EvalConfig, run_evaluation
 from .scoring import BIRD_TIMEOUT_S, SPIDER_TIMEOUT_S
 
@@ -44,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="repeat for several benchmarks (one combined table)",
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="HF model folder, or the alias 'smollm2' (the embedded SmolLM2-135M-Instruct)")
+    src.add_argument(
+        "--model",
+        help="HF model folder, a Hugging Face hub id (where the hub can be reached, or in the HF cache), "
+        "or the alias 'smollm2' (the embedded SmolLM2-135M-Instruct)",
+    )
     src.add_argument(
         "--predictions",
         action="append",
@@ -58,7 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="[BENCHMARK=]PATH",
         help="benchmark data folder in its official layout (default: the bundled mini fixtures)",
     )
-    p.add_argument("--out", help="output folder (default runs/eval/<timestamp>)")
+    p.add_argument("--out", help="output folder (default runs/eval/<timestamp>); one that holds files is refused")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into an --out folder that holds results (the files its summary.json lists are removed first)",
+    )
     p.add_argument("--limit", type=int, help="first N examples of each benchmark (of each category for BFCL)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=1024)
@@ -70,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         choices=("auto", "vllm", "transformers"),
         help="auto = vLLM when installed and a GPU is available, else transformers",
+    )
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=DTYPES,
+        help="model dtype; auto = bf16 on a GPU (fp16 where it has no bf16), fp32 on the CPU",
     )
     p.add_argument(
         "--bfcl-category",
@@ -105,12 +120,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 top_p=args.top_p,
                 seed=args.seed,
                 backend=args.backend,
+                dtype=args.dtype,
             ),
             bfcl_categories=tuple(args.bfcl_category or AST_CATEGORIES),
             spider_timeout_s=args.spider_timeout,
             bird_timeout_s=args.bird_timeout,
             keep_distinct=args.keep_distinct,
             workers=args.workers,
+            overwrite=args.overwrite,
         )
         result = run_evaluation(cfg)
     except (DatasetError, FileNotFoundError, ValueError) as exc:

@@ -14,6 +14,11 @@ Accepted, per file (the format is recognised from the content):
   call list such as ``[get_weather(city='Paris'), f(x=1)]``, in ``response`` or BFCL's ``result`` field, parsed
   with ``ast``, never evaluated), BFCL's FC-mode ``result`` list ``[{"name": "<json args>"}]``, and OpenAI-style
   ``"tool_calls": [{"type": "function", "function": {"name": ..., "arguments": "<json>"}}]``.
+- **OpenAI chat completions** (any benchmark): ``"message": {...}`` or ``"choices": [{"message": {...}}, ...]``
+  (each choice a sample) instead of ``response``: the message's ``content`` is the response, and for BFCL its
+  ``tool_calls`` are the calls where it has them.
+
+A file without any prediction, or with ids the benchmark does not have, is an error naming the file and the counts.
 
 Several predictions of one id are samples: give them as ``"responses": [...]`` in one row, or as rows with
 distinct ``"sample"`` indices; a repeated id without ``sample`` is an error (an accidental duplicate).
@@ -167,6 +172,54 @@ def parse_fc_result(result: list) -> ParsedCalls:
 
 
 # ----------------------------------------------------------------------------------------------- rows
+def _chat_messages(row: dict, where: str) -> list[dict] | None:
+    """The assistant message(s) of an OpenAI chat-completion row: ``message``, or ``choices[i].message`` (each
+    choice one sample, as ``n`` > 1 returns them); None when the row has neither."""
+    if "choices" in row:
+        choices = row["choices"]
+        if not (
+            isinstance(choices, list)
+            and choices
+            and all(isinstance(c, dict) and isinstance(c.get("message"), dict) for c in choices)
+        ):
+            raise DatasetError(f"{where}: 'choices' must be a non-empty list of {{'message': {{...}}}} objects")
+        return [c["message"] for c in choices]
+    if "message" in row:
+        if not isinstance(row["message"], dict):
+            raise DatasetError(f"{where}: 'message' must be an object (an OpenAI chat-completion message)")
+        return [row["message"]]
+    return None
+
+
+def _message_text(message: dict, where: str) -> str | None:
+    """A message's ``content``: a string, or the text of its content parts; None when it has none."""
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        return "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+    raise DatasetError(f"{where}: the message's 'content' must be a string or a list of content parts")
+
+
+def _message_prediction(message: dict, bench: str, where: str) -> Prediction:
+    """BFCL: the message's ``tool_calls`` where it has them (OpenAI shape), else its text as a response."""
+    if bench == "bfcl" and message.get("tool_calls") is not None:
+        calls = message["tool_calls"]
+        return Prediction(json.dumps(calls, ensure_ascii=False), parse_openai_tool_calls(calls))
+    text = _message_text(message, where)
+    if text is None:
+        raise DatasetError(
+            f"{where}: the message has no 'content'" + (" and no 'tool_calls'" if bench == "bfcl" else "")
+        )
+    return _text_prediction(text, bench)
+
+
+def _text_prediction(text: str, bench: str) -> Prediction:
+    if bench == "bfcl":  # the project's <tool_call> layout, else BFCL's prompt-mode python call list
+        return Prediction(text, None if "<tool_call>" in text else parse_python_calls(text))
+    return Prediction(text)
+
+
 def _bfcl_prediction(row: dict, where: str) -> list[Prediction]:
     if "tool_calls" in row:
         calls = row["tool_calls"]
@@ -178,10 +231,10 @@ def _bfcl_prediction(row: dict, where: str) -> list[Prediction]:
         if isinstance(result, str):
             return [Prediction(result, parse_python_calls(result))]
         raise DatasetError(f"{where}: 'result' must be BFCL's prompt-mode string or FC-mode list")
-    return [
-        Prediction(text, None if "<tool_call>" in text else parse_python_calls(text))
-        for text in _texts(row, where, "bfcl")
-    ]
+    messages = _chat_messages(row, where)
+    if messages is not None:
+        return [_message_prediction(m, "bfcl", where) for m in messages]
+    return [_text_prediction(text, "bfcl") for text in _texts(row, where, "bfcl")]
 
 
 def _texts(row: dict, where: str, bench: str) -> list[str]:
@@ -192,11 +245,11 @@ def _texts(row: dict, where: str, bench: str) -> list[str]:
         return texts
     if not isinstance(row.get("response"), str):
         alt = {
-            "spider": " (or give 'sql')",
-            "bird": " (or give 'sql')",
-            "bfcl": " (or give 'result' or 'tool_calls')",
+            "spider": "'sql', ",
+            "bird": "'sql', ",
+            "bfcl": "'result', 'tool_calls', ",
         }.get(bench, "")
-        raise DatasetError(f"{where}: 'response' must be a string{alt}")
+        raise DatasetError(f"{where}: 'response' must be a string (or give {alt}'message' or 'choices')")
     return [row["response"]]
 
 
@@ -207,6 +260,9 @@ def _row_predictions(row: dict, bench: str, where: str) -> list[Prediction]:
         if bench not in SQL_BENCHMARKS or not isinstance(row["sql"], str):
             raise DatasetError(f"{where}: 'sql' is allowed only for spider/bird and must be a string")
         return [Prediction(row.get("response") or "", row["sql"])]
+    messages = _chat_messages(row, where)
+    if messages is not None:
+        return [_message_prediction(m, bench, where) for m in messages]
     return [Prediction(t) for t in _texts(row, where, bench)]
 
 
@@ -218,7 +274,8 @@ class _Collector:
         self.out: dict[str, dict[str, list[Prediction]]] = {b: {} for b in examples}
         self.samples: dict[tuple[str, str], set] = {}
         self.known = {b: {ex.id for ex in exs} for b, exs in examples.items()}
-        self.unknown: dict[str, list[str]] = {b: [] for b in examples}
+        self.rows: dict[str, dict[str, int]] = {}  # file -> benchmark -> rows read
+        self.unknown: dict[str, dict[str, list[str]]] = {}  # file -> benchmark -> ids not in the data
         self._by_prompt: dict[str, dict[str, str]] = {}
 
     def id_for_prompt(self, bench: str, prompt: str) -> str:
@@ -232,9 +289,11 @@ class _Collector:
         table = self._by_prompt[bench]
         return table.get(prompt, table.get(prompt.strip(), f"<prompt {prompt[:60]!r}>"))
 
-    def add(self, bench: str, key: str, preds: list[Prediction], sample: Any, where: str) -> None:
+    def add(self, path: str, bench: str, key: str, preds: list[Prediction], sample: Any, where: str) -> None:
+        counts = self.rows.setdefault(path, {})
+        counts[bench] = counts.get(bench, 0) + 1
         if key not in self.known[bench]:
-            self.unknown[bench].append(key)
+            self.unknown.setdefault(path, {}).setdefault(bench, []).append(key)
             return
         seen = self.samples.setdefault((bench, key), set())
         if key in self.out[bench] and (sample is None or None in seen):
@@ -247,15 +306,19 @@ class _Collector:
         seen.add(sample)
         self.out[bench].setdefault(key, []).extend(preds)
 
-    def check_unknown(self) -> None:
-        for bench, unknown in self.unknown.items():
-            if unknown:
-                shown = ", ".join(repr(u) for u in unknown[:5])
-                example_ids = ", ".join(repr(ex.id) for ex in self.examples[bench][:3]) or "none"
-                raise DatasetError(
-                    f"{bench}: {len(unknown)} prediction id(s) are not in the benchmark data; the "
-                    f"first: {shown}{' ...' if len(unknown) > 5 else ''} (ids look like {example_ids})"
-                )
+    def check_file(self, path: str) -> None:
+        """A file without a single prediction, or with ids the data does not have, is an error naming the file,
+        the counts and the first unknown ids in file order."""
+        if not self.rows.get(path):
+            raise DatasetError(f"{path}: no predictions in the file (it is empty)")
+        for bench, unknown in self.unknown.get(path, {}).items():
+            shown = ", ".join(repr(u) for u in unknown[:5])
+            example_ids = ", ".join(repr(ex.id) for ex in self.examples[bench][:3]) or "none"
+            raise DatasetError(
+                f"{path}: {len(unknown)} of its {self.rows[path][bench]} {bench} prediction id(s) are not in the "
+                f"benchmark data ({len(self.examples[bench])} examples); the first: {shown}"
+                f"{' ...' if len(unknown) > 5 else ''} (ids look like {example_ids})"
+            )
 
 
 def _bench_of_file(spec: str) -> tuple[str | None, str]:
@@ -272,9 +335,15 @@ def _single(bench: str | None, requested: Sequence[str], allowed: Sequence[str],
 
 
 def _read_spider_lines(path: str, text: str, col: _Collector) -> None:
-    lines = [ln.strip() for ln in text.splitlines()]
-    for index, sql in enumerate(ln.split("\t")[0] for ln in lines if ln):
-        col.add("spider", str(index), [Prediction("", sql)], None, f"{path}: query {index + 1}")
+    queries = [ln.split("\t")[0] for ln in (raw.strip() for raw in text.splitlines()) if ln]
+    n = len(col.examples["spider"])
+    if len(queries) > n:  # ids are positions: the surplus lines have no example
+        raise DatasetError(
+            f"{path}: {len(queries)} queries for the {n} spider examples (one query per line, in dev.json order): "
+            f"queries {n + 1}-{len(queries)} have no example"
+        )
+    for index, sql in enumerate(queries):
+        col.add(path, "spider", str(index), [Prediction("", sql)], None, f"{path}: query {index + 1}")
 
 
 def _read_bird_json(path: str, data: dict, col: _Collector) -> None:
@@ -286,7 +355,7 @@ def _read_bird_json(path: str, data: dict, col: _Collector) -> None:
                 f"{path}: question {key}: prediction is for database {db_id.strip()!r}, "
                 f"the benchmark item is on {db_of[key]!r}"
             )
-        col.add("bird", key, [Prediction("", sql)], None, f"{path}: question {key}")
+        col.add(path, "bird", key, [Prediction("", sql)], None, f"{path}: question {key}")
 
 
 def _read_jsonl(path: str, bench_of_file: str | None, requested: Sequence[str], col: _Collector) -> None:
@@ -311,7 +380,7 @@ def _read_jsonl(path: str, bench_of_file: str | None, requested: Sequence[str], 
         sample = row.get("sample")
         if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool)):
             raise DatasetError(f"{where}: 'sample' must be an integer")
-        col.add(bench, key, _row_predictions(row, bench, where), sample, where)
+        col.add(path, bench, key, _row_predictions(row, bench, where), sample, where)
 
 
 def read_predictions(
@@ -350,7 +419,7 @@ def read_predictions(
             _read_spider_lines(path, text, col)
         else:
             _read_jsonl(path, bench_of_file, requested, col)
-    col.check_unknown()
+        col.check_file(path)
     return col.out
 
 

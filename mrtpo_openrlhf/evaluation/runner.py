@@ -2,32 +2,54 @@
 
 Prediction formats: ``predictions.py``. Several predictions of one id are samples: each is scored, weighted
 1/n_samples in the benchmark's aggregates (so they are mean accuracies over samples), and ``pass@k`` is reported.
-Ids that the benchmark does not have are an error naming the first of them; examples without a prediction count as
-wrong (``reason = "no prediction"``, ``n_missing``), and the headline states the coverage of a partial run. BFCL
-categories with no prediction at all are left out (not run), as with ``--bfcl-category``.
+Ids that the benchmark does not have are an error naming the file and the first of them; examples without a
+prediction count as wrong (``reason = "no prediction"``, ``n_missing``), and the headline states the coverage of a
+partial run. BFCL categories with no prediction at all are left out (not run), as with ``--bfcl-category``; a
+requested benchmark with no prediction at all is an error.
+
+Outputs (docs/eval.md, "Result files"): scores are fractions in [0, 1] with standard errors (``SCHEMA_VERSION``);
+an ``--out`` folder that already holds files is refused unless ``overwrite``; IFEval/IFBench also get the official
+``eval_results_{strict,loose}.jsonl`` and BFCL its ``BFCL_v4_<category>_score.json`` files.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import platform
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from mrtpo_openrlhf.data.jsonl import write_jsonl
-from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES
+from mrtpo_openrlhf.data.jsonl import new_file_mode, write_jsonl
+from mrtpo_openrlhf.paths import REPO_ROOT
+from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES, BFCL_VERSION_PREFIX
 
-from .data import SQL_BENCHMARKS, EvalExample, load_benchmark
-from .generation import GenerationConfig, generate
+from .data import IF_BENCHMARKS, SQL_BENCHMARKS, EvalExample, load_benchmark
+from .generation import GenerationConfig, Generator
 from .predictions import Prediction, read_predictions
 from .scoring import BIRD_TIMEOUT_S, NO_PREDICTION, SPIDER_TIMEOUT_S, pass_at_k, score_one, summarize
 
 logger = logging.getLogger(__name__)
+
+# 1: scores in percent (before 2026-12-01); 2: fractions in [0, 1] with standard errors (docs/eval.md).
+SCHEMA_VERSION = 2
+VERSIONED_PACKAGES = (
+    "mrtpo-openrlhf",
+    "openrlhf",
+    "torch",
+    "transformers",
+    "vllm",
+    "huggingface-hub",
+    "bfcl-eval",
+    "nvidia-ifbench",
+)
 
 
 @dataclass
@@ -44,6 +66,7 @@ class EvalConfig:
     bird_timeout_s: float = BIRD_TIMEOUT_S
     keep_distinct: bool = False
     workers: int = 4  # SQL scoring threads (SQLite releases the GIL)
+    overwrite: bool = False  # replace the results an existing --out folder holds
 
 
 def limit_examples(examples: Sequence[EvalExample], limit: int) -> list[EvalExample]:
@@ -118,72 +141,265 @@ def headline_note(summary: dict[str, Any], column: str) -> str:
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-def _fmt(value: float | None) -> str:
-    return "N/A" if value is None else f"{value:.2f}"
+def _fmt(value: float | None, stderr: float | None = None) -> str:
+    """A fraction with 4 decimals (lm-evaluation-harness's table), ``± stderr`` when it has one; N/A for None."""
+    if value is None:
+        return "N/A"
+    return f"{value:.4f}" + ("" if stderr is None else f" ± {stderr:.4f}")
 
 
 def combined_table(summaries: dict[str, dict[str, Any]], label: str) -> tuple[str, float | None]:
     """One markdown row of every benchmark's headline columns plus their unweighted average (paper style)."""
-    columns = [(name, value) for bench in summaries for name, value in summaries[bench]["headline"].items()]
-    values = [v for _, v in columns if v is not None]
+    columns = [
+        (name, value, summaries[bench].get("headline_stderr", {}).get(name), headline_note(summaries[bench], name))
+        for bench in summaries
+        for name, value in summaries[bench]["headline"].items()
+    ]
+    values = [v for _, v, _, _ in columns if v is not None]
     average = sum(values) / len(values) if values and len(values) == len(columns) else None
-    header = "| Model | " + " | ".join(name for name, _ in columns) + " | Avg |"
+    header = "| Model | " + " | ".join(name for name, *_ in columns) + " | Avg |"
     rule = "|---|" + "---:|" * (len(columns) + 1)
-    notes = [headline_note(summaries[bench], name) for bench in summaries for name in summaries[bench]["headline"]]
-    row = f"| {label} | " + " | ".join(_fmt(v) + note for (_, v), note in zip(columns, notes)) + f" | {_fmt(average)} |"
+    cells = [_fmt(v, se) + note for _, v, se, note in columns]
+    row = f"| {label} | " + " | ".join(cells) + f" | {_fmt(average)} |"
     return "\n".join([header, rule, row]), average
 
 
+GROUP_TABLES = {  # summary key -> (title, first column)
+    "by_difficulty": ("by difficulty", "difficulty"),
+    "by_category": ("by category", "category"),
+    "by_subcategory": ("by subcategory (constraint-level)", "subcategory"),
+    "by_group": ("per instruction group (instruction-level)", "group"),
+    "by_instruction": ("per instruction (instruction-level)", "instruction"),
+}
+
+
+def _group_table(title: str, first: str, groups: dict[str, dict[str, Any]]) -> list[str]:
+    """A markdown table of per-group numbers: accuracy (± stderr) or strict/loose, correct, count."""
+    fields = [f for f in ("accuracy", "strict", "loose", "correct", "count") if any(f in g for g in groups.values())]
+    lines = [f"\n{title}:\n", f"| {first} | " + " | ".join(fields) + " |", "|---|" + "---:|" * len(fields)]
+    for name, g in groups.items():
+        cells = [
+            _fmt(g[f], g.get("stderr")) if f == "accuracy" else _fmt(g[f]) if f in ("strict", "loose") else str(g[f])
+            for f in fields
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _scalars(part: dict[str, Any]) -> str:
+    """``key = value`` for the numbers of a summary part, a score with its ``_stderr`` as ``x ± se``."""
+    shown = []
+    for k, v in part.items():
+        if k.endswith("_stderr") or isinstance(v, (bool, dict, list, str)):
+            continue
+        if isinstance(v, float) or v is None:
+            shown.append(f"{k} = {_fmt(v, part.get(f'{k}_stderr'))}")
+        else:
+            shown.append(f"{k} = {v}")
+    return ", ".join(shown)
+
+
 def _details(bench: str, summary: dict[str, Any]) -> list[str]:
-    lines = [f"\n### {bench} (n = {summary['n']})"]
-    scalars = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    scalars.update({k: v for k, v in summary.items() if v is None})
-    lines.append(", ".join(f"{k} = {_fmt(v) if isinstance(v, float) or v is None else v}" for k, v in scalars.items()))
-    for key in ("by_difficulty", "by_category", "by_subcategory"):
-        groups = summary.get(key) or {}
-        if groups:
-            lines += [f"\n| {key[3:]} | accuracy | count |", "|---|---:|---:|"]
-            lines += [f"| {name} | {_fmt(g['accuracy'])} | {g['count']} |" for name, g in groups.items()]
+    lines = [f"\n### {bench} (n = {summary['n']})", "", _scalars(summary)]
+    if bench in IF_BENCHMARKS:
+        lines += [
+            "\n| level | strict | loose |",
+            "|---|---:|---:|",
+            f"| prompt | {_fmt(summary['prompt_strict'], summary['prompt_strict_stderr'])} | "
+            f"{_fmt(summary['prompt_loose'], summary['prompt_loose_stderr'])} |",
+            f"| instruction | {_fmt(summary['inst_strict'])} | {_fmt(summary['inst_loose'])} |",
+        ]
+    for key, (title, first) in GROUP_TABLES.items():
+        if summary.get(key):
+            lines += _group_table(title, first, summary[key])
     for key, title in (("without_unsupported", "without the unsupported-offline decisions"), ("samples", "samples")):
         part = summary.get(key)
         if part:
-            flat = {**{k: v for k, v in part.items() if k != "pass_at_k"}, **part.get("pass_at_k", {})}
-            lines.append(
-                f"\n{title}: "
-                + ", ".join(f"{k} = {_fmt(v) if isinstance(v, float) or v is None else v}" for k, v in flat.items())
-            )
+            flat = {**part, **part.get("pass_at_k", {})}
+            flat.update({f"{k}_stderr": v for k, v in part.get("pass_at_k_stderr", {}).items()})
+            lines.append(f"\n{title}: " + _scalars(flat))
     return lines
+
+
+def if_official_rows(records: list[dict], mode: str) -> list[dict]:
+    """IFEval ``evaluation_main``'s ``eval_results_<mode>.jsonl`` rows (its ``OutputExample`` fields, in the
+    order ``write_outputs`` writes them), one per scored response; ``response`` is the text the checkers read
+    (a ``<think>`` block removed), an example without a prediction has ``""`` and fails, as a blank response does."""
+    return [
+        {
+            "follow_all_instructions": r[f"follow_all_{mode}"],
+            "follow_instruction_list": r[f"follow_instruction_list_{mode}"],
+            "instruction_id_list": r["instruction_id_list"],
+            "prompt": r["prompt"],
+            "response": r["answer"],
+        }
+        for r in records
+    ]
+
+
+def bfcl_score_files(records: list[dict], summary: dict[str, Any], label: str) -> dict[str, list[dict]]:
+    """BFCL's score files, ``<label>/<non_live|live>/BFCL_v4_<category>_score.json`` (JSON lines): a header
+    ``{"accuracy", "correct_count", "total_count"}`` then one entry per wrong example, as ``save_eval_results``
+    writes them (``correct_count`` is fractional when samples make it an expected count)."""
+    model_dir = label.replace("/", "_")
+    files: dict[str, list[dict]] = {}
+    for category, stats in summary["by_category"].items():
+        group = "live" if category.startswith("live_") else "non_live"
+        rows: list[dict] = [
+            {"accuracy": stats["accuracy"], "correct_count": stats["correct"], "total_count": stats["count"]}
+        ]
+        for r in records:
+            if r["category"] == category and not r["verdict"]:
+                wrong = {"id": r["id"], "model_name": model_dir, "test_category": category, "valid": False}
+                wrong.update({"error": [r["reason"]], "model_result_decoded": r["answer"]})
+                rows.append({**wrong, "sample": r["sample"]} if "sample" in r else wrong)
+        files[f"{model_dir}/{group}/{BFCL_VERSION_PREFIX}_{category}_score.json"] = rows
+    return files
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+    path.chmod(new_file_mode())  # an existing file keeps its old mode otherwise
 
 
 def write_outputs(
     out_dir: Path, records: dict[str, list[dict]], summaries: dict[str, dict], label: str, meta: dict[str, Any]
 ) -> dict[str, Path]:
-    """``<bench>.records.jsonl`` per benchmark, ``summary.json`` and ``results.md`` in ``out_dir``."""
+    """In ``out_dir``: ``<bench>.records.jsonl`` per benchmark, ``summary.json``, ``results.md``, and the
+    official harnesses' files (``ifeval/eval_results_strict.jsonl`` ..., ``bfcl/<label>/.../*_score.json``).
+    Every file gets the mode of a new file (``new_file_mode``: 0644 under umask 022)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     for bench, recs in records.items():
         paths[bench] = out_dir / f"{bench}.records.jsonl"
         write_jsonl(paths[bench], recs)
+        if bench in IF_BENCHMARKS:
+            for mode in ("strict", "loose"):
+                paths[f"{bench}_{mode}"] = out_dir / bench / f"eval_results_{mode}.jsonl"
+                write_jsonl(paths[f"{bench}_{mode}"], if_official_rows(recs, mode))
+        if bench == "bfcl":
+            for rel, rows in bfcl_score_files(recs, summaries[bench], label).items():
+                paths[f"bfcl:{rel}"] = out_dir / "bfcl" / rel
+                write_jsonl(paths[f"bfcl:{rel}"], rows)
     table, average = combined_table(summaries, label)
     paths["summary"] = out_dir / "summary.json"
-    paths["summary"].write_text(
-        json.dumps({"meta": meta, "average": average, "benchmarks": summaries}, indent=2, ensure_ascii=False) + "\n",
-        encoding="utf-8",
-    )
-    lines = ["# Evaluation results", "", table, "", "Average = unweighted mean of the columns shown."]
-    for bench, summary in summaries.items():
-        lines += _details(bench, summary)
     paths["markdown"] = out_dir / "results.md"
-    paths["markdown"].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    files = sorted(str(p.relative_to(out_dir)) for p in paths.values())
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "scores": "fractions in [0, 1]; <key>_stderr = standard error over examples (docs/eval.md)",
+        "meta": meta,
+        "average": average,
+        "benchmarks": summaries,
+        "files": files,
+    }
+    _write_text(paths["summary"], json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    lines = [
+        "# Evaluation results",
+        "",
+        "Scores are fractions in [0, 1]; `± x` is the standard error over examples (docs/eval.md).",
+        "",
+        table,
+        "",
+        "Average = unweighted mean of the columns shown.",
+    ]
+    for bench, summary_ in summaries.items():
+        lines += _details(bench, summary_)
+    _write_text(paths["markdown"], "\n".join(lines) + "\n")
     return paths
 
 
+# ----------------------------------------------------------------------------------------------- provenance
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages a result depends on (None: not installed)."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit(root: Path = REPO_ROOT) -> dict[str, Any]:
+    """``{"commit", "dirty"}`` of the project checkout the code runs from (None where it is not a git checkout:
+    an installed wheel); ``dirty`` = tracked files differ from the commit."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    if not (root / ".git").exists():
+        return {"commit": None, "dirty": None}
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+# ----------------------------------------------------------------------------------------------- the --out folder
+class OutputExistsError(ValueError):
+    """``--out`` already holds files and ``--overwrite`` was not given."""
+
+
+def prepare_out_dir(out: str | None, overwrite: bool) -> Path:
+    """The folder results go to. A given ``--out`` that holds files is refused unless ``overwrite``; the default
+    ``runs/eval/<timestamp>`` takes a ``-2``, ``-3`` ... suffix when that name is taken."""
+    if out is None:
+        base = Path("runs/eval") / time.strftime("%Y%m%d-%H%M%S")
+        path, i = base, 1
+        while path.exists():
+            i += 1
+            path = base.with_name(f"{base.name}-{i}")
+        return path
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        held = sorted(p.name for p in path.iterdir())
+        shown = ", ".join(held[:3]) + (" ..." if len(held) > 3 else "")
+        raise OutputExistsError(
+            f"--out {out} already holds results ({shown}); choose another folder or pass --overwrite"
+        )
+    return path
+
+
+def clear_previous(out_dir: Path) -> list[Path]:
+    """Before an ``--overwrite`` run: remove the files the previous run listed in its ``summary.json`` (only
+    those, and only inside ``out_dir``), so no stale benchmark is left next to the new results."""
+    try:
+        listed = json.loads((out_dir / "summary.json").read_text(encoding="utf-8")).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    root, removed = out_dir.resolve(), []
+    for rel in listed if isinstance(listed, list) else []:
+        target = (out_dir / str(rel)).resolve()
+        if target.is_file() and target.is_relative_to(root):
+            target.unlink()
+            removed.append(target)
+            for parent in target.parents:  # folders the previous run made and that are now empty
+                if parent == root or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+    return removed
+
+
+# ----------------------------------------------------------------------------------------------- the run
+def _coverage_warning(bench: str, predicted: int, n_total: int) -> str:
+    left_out = "; BFCL categories without any are left out" if bench == "bfcl" else ""
+    return f"{bench}: {predicted:,} of {n_total:,} examples have a prediction (the others count as wrong{left_out})"
+
+
 def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
-    """Evaluate ``cfg.benchmarks``; returns {"summaries", "records", "paths", "average", "table"}."""
+    """Evaluate ``cfg.benchmarks``; returns {"summaries", "records", "paths", "average", "table", "meta"}."""
     if not cfg.benchmarks:
         raise ValueError("no benchmark requested")
     if (cfg.model is None) == (not cfg.predictions):
         raise ValueError("give exactly one of a model (--model) or predictions (--predictions)")
+    out_dir = prepare_out_dir(cfg.out, cfg.overwrite)  # before anything slow
+    generator = Generator(cfg.model, cfg.generation) if cfg.model else None  # a bad --model fails here
     benchmarks = list(dict.fromkeys(cfg.benchmarks))
     examples = {b: load_benchmark(b, cfg.data_dirs.get(b), tuple(cfg.bfcl_categories)) for b in benchmarks}
     predictions = read_predictions(cfg.predictions, examples) if cfg.predictions else None
@@ -196,6 +412,11 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
         exs = examples[bench]
         if predictions is not None:
             given = predictions[bench]
+            if not any(ex.id in given for ex in exs):
+                raise ValueError(
+                    f"{bench}: none of its {len(exs):,} examples has a prediction in {', '.join(cfg.predictions)} "
+                    f"(drop --benchmark {bench} or give its predictions)"
+                )
             if bench == "bfcl":  # a category without any prediction was not run
                 ran = {ex.meta["category"] for ex in exs if ex.id in given}
                 exs = [ex for ex in exs if ex.meta["category"] in ran]
@@ -203,15 +424,9 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
             n_total = len(examples[bench])
             predicted = sum(r is not None for r in responses)
             if predicted < n_total:
-                logger.warning(
-                    "%s: %d of %d examples have a prediction (the others count as wrong; BFCL categories "
-                    "without any are left out)",
-                    bench,
-                    predicted,
-                    n_total,
-                )
+                logger.warning(_coverage_warning(bench, predicted, n_total))
         else:
-            texts = generate(cfg.model, [ex.prompt for ex in exs], cfg.generation)
+            texts = generator.generate([ex.prompt for ex in exs])
             responses = [Prediction(t) for t in texts]
             n_total = predicted = len(exs)
         records[bench] = score_examples(exs, responses, cfg, desc=f"scoring {bench}")
@@ -226,15 +441,26 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
         }
 
     label = Path(cfg.model).name if cfg.model else "predictions"
-    out_dir = Path(cfg.out) if cfg.out else Path("runs/eval") / time.strftime("%Y%m%d-%H%M%S")
     meta = {
         "model": cfg.model,
         "predictions": list(cfg.predictions),
         "limit": cfg.limit,
         "data_dirs": cfg.data_dirs,
         "generation": vars(cfg.generation) if cfg.model else None,
+        **(generator.record() if generator else {"backend": None, "device": None, "dtype": None, "model_path": None}),
+        "versions": package_versions(),
+        "git": git_commit(),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+    if cfg.overwrite:
+        clear_previous(out_dir)
     paths = write_outputs(out_dir, records, summaries, label, meta)
     table, average = combined_table(summaries, label)
-    return {"summaries": summaries, "records": records, "paths": paths, "average": average, "table": table}
+    return {
+        "summaries": summaries,
+        "records": records,
+        "paths": paths,
+        "average": average,
+        "table": table,
+        "meta": meta,
+    }

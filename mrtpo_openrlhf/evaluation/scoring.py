@@ -3,7 +3,8 @@
 Every ``score_<benchmark>(example, response, answer=None, **opts)`` returns one record dict with at least
 ``verdict`` (bool: the benchmark's headline per-example decision), ``reason`` ("" when it passed) and
 ``answer`` (what was extracted from the response). ``summarize(benchmark, records)`` turns records into the
-official aggregate numbers (percentages, 0-100).
+official aggregate numbers: fractions in [0, 1] (as lm-evaluation-harness and BFCL write them), with a standard
+error ``<key>_stderr`` where the number is a mean over independent examples (docs/eval.md, "Result files").
 
 Official rules reproduced here (the comparisons themselves live in ``mrtpo_openrlhf.verifiers``):
 
@@ -22,11 +23,12 @@ Official rules reproduced here (the comparisons themselves live in ``mrtpo_openr
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from math import comb
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from mrtpo_openrlhf.rewards import instruction as instruction_reward
 from mrtpo_openrlhf.rewards import tool as tool_reward
@@ -57,10 +59,6 @@ BIRD_TIMEOUT_S = 30.0  # BIRD evaluation.py meta_time_out
 EVAL_MAX_ROWS = 1_000_000  # the official scripts fetch everything; past this cap the example counts as wrong
 GOLD_CACHE = GoldResultCache(maxsize=8192)
 NO_PREDICTION = "no prediction"  # the reason of an example a predictions file does not cover
-
-
-def _pct(num: float, den: float) -> float | None:
-    return 100.0 * num / den if den else None
 
 
 # ----------------------------------------------------------------------------------------------- SQL
@@ -255,6 +253,9 @@ SCORERS = {
 
 
 # ----------------------------------------------------------------------------------------------- summaries
+# Every score is a fraction in [0, 1]. A mean over independent examples (prompt-level accuracy, a per-category
+# accuracy) carries ``<key>_stderr``; a mean over instructions or constraints does not (several per prompt are
+# not independent draws). With samples an example's score is its mean over them, and the error is over examples.
 def _w(record: dict) -> float:
     """A record's weight: 1, or 1/n_samples when its example has several samples (each example weighs 1)."""
     return record.get("weight", 1.0)
@@ -264,24 +265,72 @@ def _n_examples(records: Iterable[dict]) -> int:
     return round(sum(_w(r) for r in records))
 
 
-def _wpct(pairs: Iterable[tuple[float, float]]) -> float | None:
-    """Weighted percentage of (weight, value) pairs."""
+def mean_stderr(values: Sequence[float]) -> float | None:
+    """Standard error of a mean over independent examples: the sample standard deviation (n - 1 in the
+    denominator) over sqrt(n), as lm-evaluation-harness's ``mean_stderr``; for 0/1 scores that is
+    sqrt(p (1 - p) / (n - 1)). None for fewer than 2 examples."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+
+
+def _decisions(records: Iterable[dict], value: Callable[[dict], Any] = lambda r: r["verdict"]) -> list:
+    """(example id, weight, 0/1 decision) of each record; a record without an id is an example of its own."""
+    return [(r.get("id", f"#{i}"), _w(r), float(bool(value(r)))) for i, r in enumerate(records)]
+
+
+def _per_example(decisions: Iterable[tuple[Any, float, float]]) -> list[float]:
+    """Each example's score: the weighted mean of its samples' decisions."""
+    sums: dict[Any, list[float]] = {}
+    for key, w, x in decisions:
+        acc = sums.setdefault(key, [0.0, 0.0])
+        acc[0] += w * x
+        acc[1] += w
+    return [s / w for s, w in sums.values() if w]
+
+
+def _count(x: float) -> int | float:
+    """A number of correct examples: an int, or a float (the expected count) when samples make it fractional."""
+    return int(round(x)) if abs(x - round(x)) < 1e-9 else round(x, 6)
+
+
+def rate(decisions: Iterable[tuple[Any, float, float]]) -> dict[str, Any]:
+    """``{"accuracy", "stderr", "correct", "count"}`` of one 0/1 decision per example (over examples)."""
+    scores = _per_example(decisions)
+    return {
+        "accuracy": sum(scores) / len(scores) if scores else None,
+        "stderr": mean_stderr(scores),
+        "correct": _count(sum(scores)),
+        "count": len(scores),
+    }
+
+
+def _flat(name: str, stats: dict[str, Any]) -> dict[str, Any]:
+    return {name: stats["accuracy"], f"{name}_stderr": stats["stderr"]}
+
+
+def _wmean(pairs: Iterable[tuple[float, float]]) -> float | None:
+    """Weighted mean of (weight, value) pairs: decisions that are not one per example (instructions, constraints)."""
     pairs = list(pairs)
-    return _pct(sum(w * v for w, v in pairs), sum(w for w, _ in pairs))
+    total = sum(w for w, _ in pairs)
+    return sum(w * v for w, v in pairs) / total if total else None
 
 
 def _accuracy_by(records: Iterable[dict], key: str) -> dict[str, dict[str, Any]]:
-    groups: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    groups: dict[str, list[dict]] = defaultdict(list)
     for r in records:
         if r.get(key) is not None:
-            groups[str(r[key])].append((_w(r), bool(r["verdict"])))
-    return {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))} for k, v in sorted(groups.items())}
+            groups[str(r[key])].append(r)
+    return {k: rate(_decisions(v)) for k, v in sorted(groups.items())}
 
 
 def pass_at_k(records: list[dict]) -> dict[str, Any]:
     """``{"samples": {...}}`` when some example has several samples, else {}: mean accuracy over samples and the
-    unbiased pass@k (Chen et al. 2021: 1 - C(n-c, k) / C(n, k) per example, averaged) for k = 1, 2, 4, ... up to
-    the smallest sample count of a predicted example (and that count). An example without a prediction counts 0."""
+    unbiased pass@k (Chen et al. 2021: 1 - C(n-c, k) / C(n, k) per example, averaged, with its standard error over
+    examples) for k = 1, 2, 4, ... up to the smallest sample count of a predicted example (and that count). An
+    example without a prediction counts 0."""
     if not any("sample" in r for r in records):
         return {}
     per_example: dict[str, list[bool]] = defaultdict(list)
@@ -301,21 +350,28 @@ def pass_at_k(records: list[dict]) -> dict[str, Any]:
         return 1.0 if n - c < k else 1.0 - comb(n - c, k) / comb(n, k)
 
     values = list(per_example.values())
+    per_k = {f"pass@{k}": [one(v, k) for v in values] for k in ks}
+    means = [sum(v) / len(v) for v in values]
     return {
         "samples": {
             "n_min": n_min,
             "n_max": max(counts),
-            "mean_accuracy": _pct(sum(sum(v) / len(v) for v in values), len(values)),
-            "pass_at_k": {f"pass@{k}": _pct(sum(one(v, k) for v in values), len(values)) for k in ks},
+            "mean_accuracy": sum(means) / len(means),
+            "mean_accuracy_stderr": mean_stderr(means),
+            "pass_at_k": {k: sum(v) / len(v) for k, v in per_k.items()},
+            "pass_at_k_stderr": {k: mean_stderr(v) for k, v in per_k.items()},
         }
     }
 
 
 def summarize_sql(records: list[dict]) -> dict[str, Any]:
-    """EX overall and by ``difficulty`` when the data has it (BIRD: simple/moderate/challenging)."""
+    """EX overall (with ``correct``, the number of examples right) and by ``difficulty`` when the data has it
+    (BIRD: simple/moderate/challenging)."""
+    stats = rate(_decisions(records))
     return {
         "n": _n_examples(records),
-        "ex": _wpct((_w(r), r["verdict"]) for r in records),
+        **_flat("ex", stats),
+        "correct": stats["correct"],
         "by_difficulty": _accuracy_by(records, "difficulty"),
         "gold_errors": sum(1 for r in records if r.get("gold_error")),
     }  # per sample
@@ -335,50 +391,66 @@ def _n_unsupported(records: list[dict]) -> int:
 def _if_numbers(records: list[dict], keep) -> dict[str, Any]:
     """IFEval's four numbers over the instructions ``keep(record, index)`` selects; prompts with none are left out."""
     prompt_strict, prompt_loose, inst_strict, inst_loose = [], [], [], []
-    for r in records:
-        idx = [i for i in range(len(r["follow_instruction_list_strict"])) if keep(r, i)]
+    for i, r in enumerate(records):
+        idx = [j for j in range(len(r["follow_instruction_list_strict"])) if keep(r, j)]
         if not idx:
             continue
-        strict = [r["follow_instruction_list_strict"][i] for i in idx]
-        loose = [r["follow_instruction_list_loose"][i] for i in idx]
-        prompt_strict.append((_w(r), all(strict)))
-        prompt_loose.append((_w(r), all(loose)))
+        strict = [r["follow_instruction_list_strict"][j] for j in idx]
+        loose = [r["follow_instruction_list_loose"][j] for j in idx]
+        key = r.get("id", f"#{i}")
+        prompt_strict.append((key, _w(r), float(all(strict))))
+        prompt_loose.append((key, _w(r), float(all(loose))))
         inst_strict += [(_w(r), x) for x in strict]
         inst_loose += [(_w(r), x) for x in loose]
+    strict_stats = rate(prompt_strict)
     return {
-        "n": round(sum(w for w, _ in prompt_strict)),
-        "prompt_strict": _wpct(prompt_strict),
-        "inst_strict": _wpct(inst_strict),
-        "prompt_loose": _wpct(prompt_loose),
-        "inst_loose": _wpct(inst_loose),
+        "n": strict_stats["count"],
+        **_flat("prompt_strict", strict_stats),
+        "inst_strict": _wmean(inst_strict),
+        **_flat("prompt_loose", rate(prompt_loose)),
+        "inst_loose": _wmean(inst_loose),
     }
 
 
 def summarize_instructions(records: list[dict]) -> dict[str, Any]:
-    """IFEval's four numbers plus per-instruction (tier1) and per-group (tier0) strict accuracy.
+    """IFEval's four numbers (prompt-level with a standard error) plus per-instruction (tier1) and per-group
+    (tier0) strict and loose accuracy.
 
     Unsupported-offline instructions count as not followed in the main numbers (``n_unsupported`` of them, among
     scored responses); ``without_unsupported`` gives the same numbers with those instructions left out.
     """
     strict = [(_w(r), x) for r in records for x in r["follow_instruction_list_strict"]]
     loose = [(_w(r), x) for r in records for x in r["follow_instruction_list_loose"]]
-    per_id: dict[str, list[tuple[float, bool]]] = defaultdict(list)
-    per_group: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    per_id: dict[str, list[tuple[float, bool, bool]]] = defaultdict(list)
+    per_group: dict[str, list[tuple[float, bool, bool]]] = defaultdict(list)
     for r in records:
-        for iid, ok in zip(r["instruction_id_list"], r["follow_instruction_list_strict"]):
-            per_id[iid].append((_w(r), ok))
-            per_group[iid.split(":")[0]].append((_w(r), ok))
+        for iid, s, lo in zip(
+            r["instruction_id_list"], r["follow_instruction_list_strict"], r["follow_instruction_list_loose"]
+        ):
+            per_id[iid].append((_w(r), s, lo))
+            per_group[iid.split(":")[0]].append((_w(r), s, lo))
+
+    def table(groups: dict[str, list[tuple[float, bool, bool]]]) -> dict[str, dict[str, Any]]:
+        return {
+            k: {
+                "strict": _wmean((w, s) for w, s, _ in v),
+                "loose": _wmean((w, lo) for w, _, lo in v),
+                "count": round(sum(w for w, _, _ in v)),
+            }
+            for k, v in sorted(groups.items())
+        }
+
     return {
         "n": _n_examples(records),
         "n_instructions": round(sum(w for w, _ in strict)),
-        "prompt_strict": _wpct((_w(r), r["follow_all_strict"]) for r in records),
-        "inst_strict": _wpct(strict),
-        "prompt_loose": _wpct((_w(r), r["follow_all_loose"]) for r in records),
-        "inst_loose": _wpct(loose),
+        **_flat("prompt_strict", rate(_decisions(records, lambda r: r["follow_all_strict"]))),
+        "inst_strict": _wmean(strict),
+        **_flat("prompt_loose", rate(_decisions(records, lambda r: r["follow_all_loose"]))),
+        "inst_loose": _wmean(loose),
         "n_unsupported": _n_unsupported(records),
         "without_unsupported": _if_numbers(records, lambda r, i: _supported(r)[i]),
-        "by_instruction": {k: _wpct(v) for k, v in sorted(per_id.items())},
-        "by_group": {k: _wpct(v) for k, v in sorted(per_group.items())},
+        "by_instruction": table(per_id),
+        "by_group": table(per_group),
     }
 
 
@@ -395,12 +467,13 @@ def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
     """MulDimIF's numbers: all-constraints (prompt) accuracy (its "Overall"); constraint-level accuracy;
     ``by_category`` as its ``constraint_category_list``: an item counts once per first-level category it has, and
     passes there iff all of its constraints of that category pass; ``by_subcategory`` as its
-    ``constraint_category_second_list``: constraint-level per ``First_Second``. Unsupported rules as in
-    ``summarize_instructions`` (counted as failed, and ``without_unsupported``)."""
-    per_category: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    ``constraint_category_second_list``: constraint-level per ``First_Second`` (no standard error: several
+    constraints of one item). Unsupported rules as in ``summarize_instructions`` (counted as failed, and
+    ``without_unsupported``)."""
+    per_category: dict[str, list[tuple[Any, float, float]]] = defaultdict(list)
     per_second: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     flat = []
-    for r in records:
+    for i, r in enumerate(records):
         verdicts: dict[str, list[bool]] = defaultdict(list)
         for triple, ok in zip(r["constraints"], r["constraint_results"]):
             first, second = _muldimif_levels(triple)
@@ -408,18 +481,17 @@ def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
             per_second[f"{first}_{second}"].append((_w(r), ok))
             flat.append((_w(r), ok))
         for first, oks in verdicts.items():
-            per_category[first].append((_w(r), all(oks)))
-
-    def table(groups: dict[str, list[tuple[float, bool]]]) -> dict[str, dict[str, Any]]:
-        return {k: {"accuracy": _wpct(v), "count": round(sum(w for w, _ in v))} for k, v in sorted(groups.items())}
+            per_category[first].append((r.get("id", f"#{i}"), _w(r), float(all(oks))))
 
     return {
         "n": _n_examples(records),
         "n_constraints": round(sum(w for w, _ in flat)),
-        "all_constraints": _wpct((_w(r), r["verdict"]) for r in records),
-        "constraint_level": _wpct(flat),
-        "by_category": table(per_category),
-        "by_subcategory": table(per_second),
+        **_flat("all_constraints", rate(_decisions(records))),
+        "constraint_level": _wmean(flat),
+        "by_category": {k: rate(v) for k, v in sorted(per_category.items())},
+        "by_subcategory": {
+            k: {"accuracy": _wmean(v), "count": round(sum(w for w, _ in v))} for k, v in sorted(per_second.items())
+        },
         "n_unsupported": _n_unsupported(records),
         "without_unsupported": _muldimif_without_unsupported(records),
     }
@@ -427,12 +499,13 @@ def summarize_muldimif(records: list[dict]) -> dict[str, Any]:
 
 def _muldimif_without_unsupported(records: list[dict]) -> dict[str, Any]:
     prompts, flat = [], []
-    for r in records:
+    for i, r in enumerate(records):
         kept = [ok for ok, sup in zip(r["constraint_results"], _supported(r)) if sup]
         if kept:
-            prompts.append((_w(r), all(kept)))
+            prompts.append((r.get("id", f"#{i}"), _w(r), float(all(kept))))
             flat += [(_w(r), ok) for ok in kept]
-    return {"n": round(sum(w for w, _ in prompts)), "all_constraints": _wpct(prompts), "constraint_level": _wpct(flat)}
+    stats = rate(prompts)
+    return {"n": stats["count"], **_flat("all_constraints", stats), "constraint_level": _wmean(flat)}
 
 
 BFCL_NON_LIVE_SIMPLE = ("simple_python", "simple_java", "simple_javascript")
@@ -440,8 +513,19 @@ BFCL_NON_LIVE_GROUPS = ("multiple", "parallel", "parallel_multiple")
 BFCL_LIVE = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
 
 
+def combine(parts: Sequence[tuple[float, dict[str, Any]]]) -> tuple[float, float | None]:
+    """``sum_c w_c acc_c`` over categories and its standard error ``sqrt(sum_c w_c^2 se_c^2)`` (the categories are
+    independent strata); the error is None when one member has none (a category of one example)."""
+    value = sum(w * stats["accuracy"] for w, stats in parts)
+    errors = [stats["stderr"] for _, stats in parts]
+    if any(e is None for e in errors):
+        return value, None
+    return value, math.sqrt(sum((w * e) ** 2 for (w, _), e in zip(parts, errors)))
+
+
 def summarize_bfcl(records: list[dict]) -> dict[str, Any]:
-    """Per-category AST accuracy and BFCL's leaderboard aggregates.
+    """Per-category AST accuracy (with BFCL's ``correct_count``/``total_count`` as ``correct``/``count``) and
+    BFCL's leaderboard aggregates, each with its standard error (``combine``).
 
     - ``non_live_ast`` = unweighted mean of [mean(simple_python, simple_java, simple_javascript), multiple,
       parallel, parallel_multiple] (BFCL ``calculate_unweighted_accuracy``);
@@ -452,30 +536,31 @@ def summarize_bfcl(records: list[dict]) -> dict[str, Any]:
     ``ast_mean`` = unweighted mean over the evaluated call-checking categories (for partial runs).
     """
     per_category = _accuracy_by(records, "category")
-    acc = {k: v["accuracy"] for k, v in per_category.items()}
 
     def complete(names: Iterable[str]) -> bool:
-        return all(name in acc for name in names)
+        return all(name in per_category for name in names)
 
-    non_live = None
+    out: dict[str, Any] = {"n": _n_examples(records), "by_category": per_category}
+    non_live = live = mean = (None, None)
     if complete(BFCL_NON_LIVE_SIMPLE + BFCL_NON_LIVE_GROUPS):
-        simple = sum(acc[c] for c in BFCL_NON_LIVE_SIMPLE) / len(BFCL_NON_LIVE_SIMPLE)
-        non_live = (simple + sum(acc[c] for c in BFCL_NON_LIVE_GROUPS)) / (1 + len(BFCL_NON_LIVE_GROUPS))
-    live = None
+        n_parts = 1 + len(BFCL_NON_LIVE_GROUPS)
+        non_live = combine(
+            [(1 / (n_parts * len(BFCL_NON_LIVE_SIMPLE)), per_category[c]) for c in BFCL_NON_LIVE_SIMPLE]
+            + [(1 / n_parts, per_category[c]) for c in BFCL_NON_LIVE_GROUPS]
+        )
     if complete(BFCL_LIVE):
         count = sum(per_category[c]["count"] for c in BFCL_LIVE)
-        live = sum(acc[c] * per_category[c]["count"] for c in BFCL_LIVE) / count
-    call_categories = [c for c in acc if "relevance" not in c]
-    return {
-        "n": _n_examples(records),
-        "by_category": per_category,
-        "non_live_ast": non_live,
-        "live_ast": live,
-        "irrelevance": acc.get("irrelevance"),
-        "live_irrelevance": acc.get("live_irrelevance"),
-        "live_relevance": acc.get("live_relevance"),
-        "ast_mean": sum(acc[c] for c in call_categories) / len(call_categories) if call_categories else None,
-    }
+        live = combine([(per_category[c]["count"] / count, per_category[c]) for c in BFCL_LIVE])
+    call_categories = [c for c in per_category if "relevance" not in c]
+    if call_categories:
+        mean = combine([(1 / len(call_categories), per_category[c]) for c in call_categories])
+    for key, (value, stderr) in (("non_live_ast", non_live), ("live_ast", live)):
+        out[key], out[f"{key}_stderr"] = value, stderr
+    for key in ("irrelevance", "live_irrelevance", "live_relevance"):
+        stats = per_category.get(key, {"accuracy": None, "stderr": None})
+        out.update(_flat(key, stats))
+    out["ast_mean"], out["ast_mean_stderr"] = mean
+    return out
 
 
 SUMMARIZERS = {
@@ -488,36 +573,34 @@ SUMMARIZERS = {
 }
 
 
-def headline_columns(benchmark: str, summary: dict[str, Any]) -> list[tuple[str, float | None]]:
-    """The (column name, value) pairs a benchmark contributes to the combined table (and its average)."""
+def headline_columns(benchmark: str, summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (column name, summary key) pairs a benchmark contributes to the combined table (and its average)."""
     if benchmark in ("spider", "bird"):
-        return [(f"{benchmark.capitalize() if benchmark == 'spider' else 'BIRD'} EX", summary["ex"])]
+        return [(f"{benchmark.capitalize() if benchmark == 'spider' else 'BIRD'} EX", "ex")]
     if benchmark in ("ifeval", "ifbench"):
         name = "IFEval" if benchmark == "ifeval" else "IFBench"
-        return [(f"{name} prompt", summary["prompt_strict"]), (f"{name} inst", summary["inst_strict"])]
+        return [(f"{name} prompt", "prompt_strict"), (f"{name} inst", "inst_strict")]
     if benchmark == "muldimif":
-        return [("MulDimIF", summary["all_constraints"])]
+        return [("MulDimIF", "all_constraints")]
     cols = [
-        (name, summary[key])
+        (name, key)
         for name, key in (("BFCL non-live", "non_live_ast"), ("BFCL live", "live_ast"))
         if summary[key] is not None
     ]
-    return cols or [("BFCL AST", summary["ast_mean"])]
-
-
-def headline_without_unsupported(benchmark: str, summary: dict[str, Any]) -> dict[str, float | None]:
-    """The headline columns recomputed without the unsupported-offline decisions (IF benchmarks), else {}."""
-    if not summary.get("n_unsupported"):
-        return {}
-    return dict(headline_columns(benchmark, {**summary, **summary["without_unsupported"]}))
+    return cols or [("BFCL AST", "ast_mean")]
 
 
 def summarize(benchmark: str, records: list[dict]) -> dict[str, Any]:
-    """Official aggregate numbers of one benchmark (percentages) plus its ``headline`` columns."""
+    """Official aggregate numbers of one benchmark (fractions) plus its ``headline`` columns, their
+    ``headline_stderr`` (None where the column is not a mean over examples) and, where some decisions were
+    unsupported offline, ``headline_without_unsupported``."""
     summary = SUMMARIZERS[benchmark](records)
-    summary["headline"] = dict(headline_columns(benchmark, summary))
+    columns = headline_columns(benchmark, summary)
+    summary["headline"] = {name: summary[key] for name, key in columns}
+    summary["headline_stderr"] = {name: summary.get(f"{key}_stderr") for name, key in columns}
     if summary.get("n_unsupported"):
-        summary["headline_without_unsupported"] = headline_without_unsupported(benchmark, summary)
+        without = {**summary, **summary["without_unsupported"]}
+        summary["headline_without_unsupported"] = {name: without[key] for name, key in columns}
     return summary
 
 

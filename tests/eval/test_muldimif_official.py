@@ -188,10 +188,12 @@ def test_summary_counts_an_item_once_per_category_as_muldimif_does():
         },
     ]
     summary = summarize_muldimif(records)
-    assert summary["by_category"]["Content"] == {"accuracy": 50.0, "count": 2}  # constraint-level would be 2/3
-    assert summary["by_category"]["Format"] == {"accuracy": 100.0, "count": 1}
-    assert summary["by_category"]["Length"] == {"accuracy": 100.0, "count": 1}
-    assert summary["by_subcategory"]["Content_Keywords"] == {"accuracy": 100.0, "count": 2}
-    assert summary["by_subcategory"]["Format_Table"] == {"accuracy": 100.0, "count": 1}
+    # fractions; a per-category accuracy is over items, so it has a binomial standard error sqrt(p(1-p)/(n-1))
+    assert summary["by_category"]["Content"] == {"accuracy": 0.5, "stderr": 0.5, "correct": 1, "count": 2}
+    assert summary["by_category"]["Format"] == {"accuracy": 1.0, "stderr": None, "correct": 1, "count": 1}
+    assert summary["by_category"]["Length"] == {"accuracy": 1.0, "stderr": None, "correct": 1, "count": 1}
+    assert summary["by_subcategory"]["Content_Keywords"] == {"accuracy": 1.0, "count": 2}
+    assert summary["by_subcategory"]["Format_Table"] == {"accuracy": 1.0, "count": 1}
     assert summary["by_subcategory"]["Content_Punctuation"] == {"accuracy": 0.0, "count": 1}
-    assert summary["all_constraints"] == 50.0 and summary["constraint_level"] == pytest.approx(400 / 5)
+    assert summary["all_constraints"] == 0.5 and summary["all_constraints_stderr"] == 0.5
+    assert summary["constraint_level"] == pytest.approx(4 / 5)

@@ -1,6 +1,7 @@
 """IFEval, IFBench, MulDimIF, BFCL scoring through ``--predictions``, the combined table, and bad inputs."""
 
 import json
+import math
 from importlib.resources import files
 from pathlib import Path
 
@@ -24,10 +25,14 @@ def test_ifeval_strict_and_loose(tmp_path, run_cli, kit):
     summary = kit.read_summary(out)["benchmarks"]["ifeval"]
     strict = [x for r in rows for x in r["strict"]]
     loose = [x for r in rows for x in r["loose"]]
-    assert summary["prompt_strict"] == pytest.approx(100 * sum(all(r["strict"]) for r in rows) / len(rows))
-    assert summary["inst_strict"] == pytest.approx(100 * sum(strict) / len(strict))
-    assert summary["prompt_loose"] == pytest.approx(100 * sum(all(r["loose"]) for r in rows) / len(rows))
-    assert summary["inst_loose"] == pytest.approx(100 * sum(loose) / len(loose))
+    n = len(rows)
+    for mode in ("strict", "loose"):  # fractions; prompt-level with its binomial standard error over prompts
+        p = sum(all(r[mode]) for r in rows) / n
+        assert summary[f"prompt_{mode}"] == pytest.approx(p)
+        assert summary[f"prompt_{mode}_stderr"] == pytest.approx(math.sqrt(p * (1 - p) / (n - 1)))
+    assert summary["inst_strict"] == pytest.approx(sum(strict) / len(strict))
+    assert summary["inst_loose"] == pytest.approx(sum(loose) / len(loose))
+    assert "inst_strict_stderr" not in summary  # instructions of one prompt are not independent draws
 
 
 IFBENCH_CASES = {  # key -> (response, official verdict), checked by hand against the constraint text
@@ -51,7 +56,8 @@ def test_ifbench_hand_checked(tmp_path, run_cli, kit):
     for key, (_, expected) in IFBENCH_CASES.items():
         assert records[key]["verdict"] is expected, (key, records[key]["reason"])
     summary = kit.read_summary(out)["benchmarks"]["ifbench"]
-    assert summary["prompt_strict"] == pytest.approx(50.0) and summary["inst_strict"] == pytest.approx(50.0)
+    assert summary["prompt_strict"] == pytest.approx(0.5) and summary["inst_strict"] == pytest.approx(0.5)
+    assert summary["prompt_strict_stderr"] == pytest.approx(math.sqrt(0.25 / 3))
 
 
 MULDIMIF_PREDICTIONS = [  # bundled fixture test.json; (id, response, per-constraint verdicts)
@@ -70,10 +76,11 @@ def test_muldimif(tmp_path, run_cli, kit):
     for i, _, expected in MULDIMIF_PREDICTIONS:
         assert records[i]["constraint_results"] == expected
     summary = kit.read_summary(out)["benchmarks"]["muldimif"]
-    assert summary["all_constraints"] == pytest.approx(50.0)
-    assert summary["constraint_level"] == pytest.approx(100 * 4 / 6)
-    assert summary["by_category"]["Content"] == {"accuracy": 50.0, "count": 2}
-    assert summary["by_category"]["Language"] == {"accuracy": 0.0, "count": 1}
+    assert summary["all_constraints"] == pytest.approx(0.5)
+    assert summary["all_constraints_stderr"] == pytest.approx(math.sqrt(0.25 / 3))  # 2 of 4 items
+    assert summary["constraint_level"] == pytest.approx(4 / 6)
+    assert summary["by_category"]["Content"] == {"accuracy": 0.5, "stderr": 0.5, "correct": 1, "count": 2}
+    assert summary["by_category"]["Language"] == {"accuracy": 0.0, "stderr": None, "correct": 0, "count": 1}
 
 
 def _tool(payload) -> str:
@@ -120,10 +127,12 @@ def test_bfcl(tmp_path, run_cli, kit):
     for i, _, expected in BFCL_CASES:
         assert records[i]["verdict"] is expected, (i, records[i]["reason"])
     summary = kit.read_summary(out)["benchmarks"]["bfcl"]
-    assert summary["by_category"]["parallel"] == {"accuracy": 50.0, "count": 2}
+    assert summary["by_category"]["parallel"] == {"accuracy": 0.5, "stderr": 0.5, "correct": 1, "count": 2}
     assert summary["non_live_ast"] is None  # java/javascript/multiple not run: BFCL shows N/A
-    assert summary["ast_mean"] == pytest.approx(50.0)  # simple_python 50, parallel 50
-    assert summary["headline"] == {"BFCL AST": pytest.approx(50.0)}
+    assert summary["ast_mean"] == pytest.approx(0.5)  # simple_python 1/2, parallel 1/2
+    # mean of two independent categories: sqrt((se_1 / 2)^2 + (se_2 / 2)^2), each se = sqrt(0.25 / 1)
+    assert summary["ast_mean_stderr"] == pytest.approx(math.sqrt(2 * (0.5 / 2) ** 2))
+    assert summary["headline"] == {"BFCL AST": pytest.approx(0.5)}
 
 
 def test_bfcl_reference_calls_score_full_marks_on_a_category(tmp_path, run_cli, kit):
@@ -137,7 +146,12 @@ def test_bfcl_reference_calls_score_full_marks_on_a_category(tmp_path, run_cli, 
         "--benchmark", "bfcl", "--bfcl-category", "simple_python", "--limit", "40", "--predictions", preds
     )
     assert code == 0
-    assert kit.read_summary(out)["benchmarks"]["bfcl"]["by_category"]["simple_python"]["accuracy"] == 100.0
+    assert kit.read_summary(out)["benchmarks"]["bfcl"]["by_category"]["simple_python"] == {
+        "accuracy": 1.0,
+        "stderr": 0.0,
+        "correct": 40,
+        "count": 40,
+    }
 
 
 def test_combined_table_with_average(tmp_path, run_cli, kit):
@@ -147,9 +161,11 @@ def test_combined_table_with_average(tmp_path, run_cli, kit):
     code, out = run_cli("--benchmark", "bird", "--benchmark", "muldimif", "--predictions", preds)
     assert code == 0
     summary = kit.read_summary(out)
-    assert summary["average"] == pytest.approx((20.0 + 50.0) / 2)
+    assert summary["average"] == pytest.approx((0.2 + 0.5) / 2)
     table = (out / "results.md").read_text(encoding="utf-8")
-    assert "| BIRD EX | MulDimIF | Avg |" in table and "| 20.00 (1/5 predicted) | 50.00 | 35.00 |" in table
+    # BIRD 1 of 5: se sqrt(0.2 * 0.8 / 4) = 0.2; MulDimIF 2 of 4: sqrt(0.25 / 3) = 0.2887
+    assert "| BIRD EX | MulDimIF | Avg |" in table
+    assert "| 0.2000 ± 0.2000 (1/5 predicted) | 0.5000 ± 0.2887 | 0.3500 |" in table
 
 
 # ----------------------------------------------------------------------------------------------- bad inputs
@@ -184,7 +200,21 @@ def test_predictions_without_benchmark_field_for_several_benchmarks(tmp_path, ru
     preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"id": "0", "response": "x"}])
     code, _ = run_cli("--benchmark", "bird", "--benchmark", "muldimif", "--predictions", preds)
     assert code == 2 and "no 'benchmark' field" in capsys.readouterr().err
-    code, out = run_cli("--benchmark", "bird", "--benchmark", "muldimif", "--predictions", f"bird={preds}")
+    code, _ = run_cli("--benchmark", "bird", "--benchmark", "muldimif", "--predictions", f"bird={preds}")
+    err = capsys.readouterr().err  # a requested benchmark without any prediction is not scored as 0
+    assert code == 2 and err.count("\n") == 1 and "muldimif: none of its 4 examples has a prediction" in err
+    more = kit.write_jsonl(tmp_path / "m.jsonl", [{"id": "m1", "response": "x"}])
+    args = (
+        "--benchmark",
+        "bird",
+        "--benchmark",
+        "muldimif",
+        "--predictions",
+        f"bird={preds}",
+        "--predictions",
+        f"muldimif={more}",
+    )
+    code, out = run_cli(*args)
     assert code == 0 and (out / "bird.records.jsonl").is_file()
 
 
@@ -219,10 +249,10 @@ def test_unsupported_instructions_reported_separately(tmp_path, run_cli, kit):
     assert code == 0
     summary = kit.read_summary(out)["benchmarks"]["ifbench"]
     assert summary["n_unsupported"] == 2  # a and b; c has no prediction, so nothing of it was scored
-    assert summary["prompt_strict"] == 0.0 and summary["inst_strict"] == pytest.approx(100 / 6)
+    assert summary["prompt_strict"] == 0.0 and summary["inst_strict"] == pytest.approx(1 / 6)
     without = summary["without_unsupported"]
-    assert without["n"] == 3 and without["prompt_strict"] == pytest.approx(100 / 3)
-    assert without["inst_strict"] == pytest.approx(100 / 4)  # a:numbers ok; b:numbers, both of c (missing) fail
-    assert summary["headline_without_unsupported"]["IFBench prompt"] == pytest.approx(100 / 3)
+    assert without["n"] == 3 and without["prompt_strict"] == pytest.approx(1 / 3)
+    assert without["inst_strict"] == pytest.approx(1 / 4)  # a:numbers ok; b:numbers, both of c (missing) fail
+    assert summary["headline_without_unsupported"]["IFBench prompt"] == pytest.approx(1 / 3)
     table = (out / "results.md").read_text(encoding="utf-8")
-    assert "0.00 (2/3 predicted; 2 unsupported as failed; without: 33.33)" in table
+    assert "0.0000 ± 0.0000 (2/3 predicted; 2 unsupported as failed; without: 0.3333)" in table

@@ -1,6 +1,8 @@
 """Prediction files in the formats people already have, samples (pass@k), partial-run coverage, bad ids."""
 
 import json
+import math
+import statistics
 from math import comb
 from pathlib import Path
 
@@ -27,8 +29,8 @@ def test_bird_official_json(tmp_path, run_cli, kit):
         assert records[key]["answer"] == sql and records[key]["verdict"] is verdict
     summary = kit.read_summary(out)["benchmarks"]["bird"]
     assert (summary["n"], summary["n_predicted"], summary["n_missing"]) == (5, 3, 2)
-    assert summary["ex"] == pytest.approx(20.0)  # 1 of 5: the two unpredicted count as wrong
-    assert "20.00 (3/5 predicted)" in (out / "results.md").read_text(encoding="utf-8")
+    assert summary["ex"] == pytest.approx(0.2)  # 1 of 5: the two unpredicted count as wrong
+    assert "0.2000 ± 0.2000 (3/5 predicted)" in (out / "results.md").read_text(encoding="utf-8")
 
 
 def test_bird_json_on_the_wrong_database_is_an_error(tmp_path, run_cli, capsys):
@@ -86,7 +88,8 @@ def test_unknown_ids_error_names_the_first_in_file_order(tmp_path, run_cli, kit,
     preds = kit.write_jsonl(tmp_path / "p.jsonl", rows)
     code, _ = run_cli("--benchmark", "bird", "--predictions", preds)
     err = capsys.readouterr().err
-    assert code == 2 and "7 prediction id(s)" in err
+    assert code == 2 and err.count("\n") == 1
+    assert f"{preds}: 7 of its 8 bird prediction id(s) are not in the benchmark data (5 examples)" in err
     assert "the first: '77', '9', '12', '5000', '31' ..." in err and "'8'" not in err
 
 
@@ -184,13 +187,18 @@ def test_samples_give_mean_accuracy_and_pass_at_k(tmp_path, run_cli, kit):
     assert code == 0
     summary = kit.read_summary(out)["benchmarks"]["bird"]
     # examples 3, 4 have no prediction: 0; example 0: 2 of 4; example 1: 4 of 4; example 2: 0 of 4
-    assert summary["ex"] == pytest.approx(100 * (0.5 + 1.0) / 5)
+    per_example = [0.5, 1.0, 0.0, 0.0, 0.0]
+    assert summary["ex"] == pytest.approx(0.3)
+    # the standard error is over the 5 examples (their mean over samples), not over the 14 records
+    assert summary["ex_stderr"] == pytest.approx(statistics.stdev(per_example) / math.sqrt(5))
+    assert summary["correct"] == pytest.approx(1.5)  # an expected count with samples
     samples = summary["samples"]
     assert samples["n_min"] == samples["n_max"] == 4
     assert samples["mean_accuracy"] == pytest.approx(summary["ex"])
     for k in (1, 2, 4):
-        expected = (_naive_pass_at_k(4, 2, k) + _naive_pass_at_k(4, 4, k)) / 5
-        assert samples["pass_at_k"][f"pass@{k}"] == pytest.approx(100 * expected)
+        values = [_naive_pass_at_k(4, 2, k), _naive_pass_at_k(4, 4, k), 0.0, 0.0, 0.0]
+        assert samples["pass_at_k"][f"pass@{k}"] == pytest.approx(sum(values) / 5)
+        assert samples["pass_at_k_stderr"][f"pass@{k}"] == pytest.approx(statistics.stdev(values) / math.sqrt(5))
     assert summary["by_difficulty"]["simple"]["count"] == 2
     assert len(kit.read_records_list(out, "bird")) == 12 + 2
 
@@ -239,3 +247,104 @@ def test_jsonl_row_with_a_line_separator_inside_a_string(tmp_path, run_cli, kit)
     assert code == 0
     records = {r["id"]: r for r in read_jsonl(out / "muldimif.records.jsonl")}  # the response keeps its U+2028
     assert records["m1"]["constraint_results"] == [True, True]
+
+
+# ----------------------------------------------------------------------------------------------- bad files
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_empty_predictions_file_is_an_error(tmp_path, run_cli, capsys, content):
+    path = tmp_path / "empty.jsonl"
+    path.write_text(content, encoding="utf-8")
+    code, out = run_cli("--benchmark", "bird", "--predictions", path)
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"error: {path}: no predictions in the file (it is empty)\n"
+    assert not out.exists()  # no "0/5 predicted" results
+
+
+def test_coverage_warning_names_bfcl_categories_only_for_bfcl(tmp_path, run_cli, kit, caplog):
+    fixture = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf/data/eval_fixtures/ifeval/input_data.jsonl"
+    key = json.loads(fixture.read_text(encoding="utf-8").splitlines()[0])["key"]
+    preds = kit.write_jsonl(tmp_path / "p.jsonl", [{"id": key, "response": "Rain falls."}])
+    with caplog.at_level("WARNING"):
+        assert run_cli("--benchmark", "ifeval", "--predictions", preds)[0] == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["ifeval: 1 of 7 examples have a prediction (the others count as wrong)"]
+    caplog.clear()
+    preds = kit.write_jsonl(tmp_path / "t.jsonl", [{"id": "irrelevance_0", "response": "No call."}])
+    with caplog.at_level("WARNING"):
+        args = ("--benchmark", "bfcl", "--bfcl-category", "irrelevance", "--bfcl-category", "parallel")
+        assert run_cli(*args, "--predictions", preds)[0] == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "bfcl: 1 of 440 examples have a prediction (the others count as wrong; BFCL categories without any are "
+        "left out)"
+    ]
+
+
+def test_spider_pred_sql_with_more_lines_than_the_data(tmp_path, run_cli, capsys):
+    pred = tmp_path / "pred.sql"  # the bundled Spider mini has 5 questions
+    pred.write_text("".join(f"SELECT {i}\n" for i in range(7)), encoding="utf-8")
+    code, _ = run_cli("--benchmark", "spider", "--predictions", f"spider={pred}")
+    err = capsys.readouterr().err
+    assert code == 2 and err == (
+        f"error: {pred}: 7 queries for the 5 spider examples (one query per line, in dev.json order): "
+        "queries 6-7 have no example\n"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- chat completions
+def _call(name: str, **arguments) -> dict:
+    return {"id": f"call_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def test_chat_completion_message_and_choices(tmp_path, run_cli, kit):
+    right = _call("calculate_triangle_area", base=10, height=5)  # simple_python_0's reference call
+    spotify = [
+        _call("spotify.play", artist="Maroon 5", duration=15),
+        _call("spotify.play", artist="taylor swift", duration=20),
+    ]
+    rows = [
+        {"id": "simple_python_0", "message": {"role": "assistant", "content": None, "tool_calls": [right]}},
+        {  # a whole chat completion with n = 2: each choice is a sample
+            "id": "parallel_0",
+            "object": "chat.completion",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": spotify}},
+                {"index": 1, "message": {"role": "assistant", "content": None, "tool_calls": spotify[:1]}},
+            ],
+        },
+        # no tool_calls: the text is the response (BFCL's prompt-mode python call list here)
+        {
+            "id": "simple_python_1",
+            "message": {"role": "assistant", "content": "[calculate_triangle_area(base=10, height=5)]"},
+        },
+        {"id": "irrelevance_0", "choices": [{"message": {"role": "assistant", "content": "No function fits."}}]},
+    ]
+    preds = kit.write_jsonl(tmp_path / "p.jsonl", rows)
+    args = ["--benchmark", "bfcl", "--predictions", preds, "--limit", "2"]
+    for category in ("simple_python", "parallel", "irrelevance"):
+        args += ["--bfcl-category", category]
+    code, out = run_cli(*args)
+    assert code == 0
+    records = {(r["id"], r.get("sample")): r for r in kit.read_records_list(out, "bfcl")}
+    assert records[("simple_python_0", None)]["verdict"] is True
+    assert records[("parallel_0", 0)]["verdict"] is True and records[("parallel_0", 1)]["verdict"] is False
+    assert records[("simple_python_1", None)]["verdict"] is False  # item 1 asks for other values
+    assert records[("irrelevance_0", None)]["verdict"] is True  # no call made
+    assert kit.read_summary(out)["benchmarks"]["bfcl"]["by_category"]["parallel"]["correct"] == pytest.approx(0.5)
+
+
+def test_chat_completion_message_for_text_benchmarks(tmp_path, run_cli, kit, capsys):
+    rows = [
+        {
+            "id": "m1",
+            "message": {"role": "assistant", "content": "The ocean stretches blue and endless under the sky."},
+        },
+        {"id": "m4", "choices": [{"message": {"content": [{"type": "text", "text": "Cats are very independent."}]}}]},
+    ]
+    code, out = run_cli("--benchmark", "muldimif", "--predictions", kit.write_jsonl(tmp_path / "p.jsonl", rows))
+    assert code == 0
+    records = kit.read_records(out, "muldimif")
+    assert records["m1"]["constraint_results"] == [True, True] and records["m4"]["constraint_results"] == [False]
+    bad = kit.write_jsonl(tmp_path / "q.jsonl", [{"id": "m1", "message": {"role": "assistant", "tool_calls": []}}])
+    code, _ = run_cli("--benchmark", "muldimif", "--predictions", bad)
+    assert code == 2 and f"{bad}:1: the message has no 'content'" in capsys.readouterr().err

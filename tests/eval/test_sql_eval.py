@@ -1,5 +1,6 @@
 """Spider and BIRD scoring through ``--predictions``: verdicts checked by hand against the official rules."""
 
+import math
 import sqlite3
 
 import pytest
@@ -98,8 +99,10 @@ def test_spider_official_rules(spider_dir, tmp_path, run_cli, kit):
     assert records[str(TEST_SUITE_CASE)]["n_databases"] == 2
     assert "school_ts_v2.sqlite" in records[str(TEST_SUITE_CASE)]["reason"]
     summary = kit.read_summary(out)["benchmarks"]["spider"]
-    n_right = sum(expected for _, _, expected, _ in SPIDER_CASES)
-    assert summary["ex"] == pytest.approx(100 * n_right / len(SPIDER_CASES))
+    n_right, n = sum(expected for _, _, expected, _ in SPIDER_CASES), len(SPIDER_CASES)
+    p = n_right / n  # a fraction; its binomial standard error over the n examples
+    assert summary["ex"] == pytest.approx(p) and summary["correct"] == n_right
+    assert summary["ex_stderr"] == pytest.approx(math.sqrt(p * (1 - p) / (n - 1)))
     assert summary["by_difficulty"] == {}  # Spider dev.json has no difficulty field: no breakdown
 
 
@@ -155,11 +158,12 @@ def test_bird_set_semantics_and_difficulty(tmp_path, run_cli, kit):
     for i, _sql, expected, why in BIRD_PREDICTIONS:
         assert records[i]["verdict"] is expected, f"{i}: {why}: {records[i]['reason']}"
     summary = kit.read_summary(out)["benchmarks"]["bird"]
-    assert summary["ex"] == pytest.approx(60.0)
+    assert summary["ex"] == pytest.approx(0.6) and summary["correct"] == 3
+    assert summary["ex_stderr"] == pytest.approx(math.sqrt(0.6 * 0.4 / 4))
     assert summary["by_difficulty"] == {
-        "challenging": {"accuracy": 0.0, "count": 1},
-        "moderate": {"accuracy": 50.0, "count": 2},
-        "simple": {"accuracy": 100.0, "count": 2},
+        "challenging": {"accuracy": 0.0, "stderr": None, "correct": 0, "count": 1},  # one example: no error
+        "moderate": {"accuracy": 0.5, "stderr": 0.5, "correct": 1, "count": 2},
+        "simple": {"accuracy": 1.0, "stderr": 0.0, "correct": 2, "count": 2},
     }
 
 
@@ -177,7 +181,8 @@ def test_missing_predictions_count_as_wrong(tmp_path, run_cli, kit):
     code, out = run_cli("--benchmark", "bird", "--predictions", preds)
     assert code == 0
     summary = kit.read_summary(out)["benchmarks"]["bird"]
-    assert summary["n_missing"] == 4 and summary["ex"] == pytest.approx(20.0)
+    assert summary["n_missing"] == 4 and summary["ex"] == pytest.approx(0.2)
+    assert summary["ex_stderr"] == pytest.approx(math.sqrt(0.2 * 0.8 / 4))
     assert kit.read_records(out, "bird")["3"]["reason"] == "no prediction"
 
 

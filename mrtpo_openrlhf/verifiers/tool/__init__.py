@@ -42,6 +42,11 @@ __all__ = [
     "relevance",
     "simple",
 ]
-from mrtpo_openrlhf.verifiers.tool.bfcl_data import AST_CATEGORIES, BfclItem, load_bfcl  # noqa: E402
+from mrtpo_openrlhf.verifiers.tool.bfcl_data import (  # noqa: E402
+    AST_CATEGORIES,
+    BFCL_VERSION_PREFIX,
+    BfclItem,
+    load_bfcl,
+)
 
-__all__ += ["AST_CATEGORIES", "BfclItem", "load_bfcl"]
+__all__ += ["AST_CATEGORIES", "BFCL_VERSION_PREFIX", "BfclItem", "load_bfcl"]

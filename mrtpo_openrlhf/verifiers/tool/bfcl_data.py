@@ -16,6 +16,7 @@ from typing import Any
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl
 
 # The single-turn categories the AST matcher scores (multi-turn, web search, memory are not AST).
+BFCL_VERSION_PREFIX = "BFCL_v4"  # bfcl_eval constants.category_mapping.VERSION_PREFIX: data and score files
 AST_CATEGORIES = (
     "simple_python",
     "simple_java",
@@ -72,10 +73,10 @@ def load_bfcl(category: str, data_dir: str | Path | None = None) -> list[BfclIte
     if category not in AST_CATEGORIES:
         raise ValueError(f"unknown or non-AST BFCL category {category!r}; choose from {', '.join(AST_CATEGORIES)}")
     folder = Path(data_dir) if data_dir is not None else bfcl_data_dir()
-    questions = _read_records(folder / f"BFCL_v4_{category}.json")
+    questions = _read_records(folder / f"{BFCL_VERSION_PREFIX}_{category}.json")
     answers: dict[str, list] = {}
     if category not in NO_ANSWER_CATEGORIES:
-        answer_path = folder / "possible_answer" / f"BFCL_v4_{category}.json"
+        answer_path = folder / "possible_answer" / f"{BFCL_VERSION_PREFIX}_{category}.json"
         answers = {row["id"]: row.get("ground_truth") for row in _read_records(answer_path)}
     items = []
     for row in questions:
