@@ -5,6 +5,7 @@ environment that every process it starts inherits: after it exits, no process ma
 must hold no Ray session.
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -264,3 +265,71 @@ def test_cpu_script_dry_run_prints_and_checks_but_never_trains(tmp_path):
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "mrtpo_openrlhf.cli.train_ppo_ray" in res.stdout and "preflight: ok in " in res.stderr
     assert not out.exists()  # no run folder: nothing trained
+
+
+def flat(data, **over):
+    """The parsed flags as the hook sees them (flat, dotted), for the checks that need no CLI process."""
+    values = {
+        "data.prompt_dataset": str(data),
+        "data.input_key": "prompt",
+        "data.label_key": "label",
+        "data.apply_chat_template": True,
+        "data.max_samples": int(1e8),
+        "data.prompt_split": "train",
+        "rollout.batch_size": 2,
+        "reward.remote_url": str(SQL_REWARD),
+        "algo.advantage.estimator": "mrtpo",
+        "actor.model_name_or_path": "unused/model",
+    }
+    values.update({k.replace("__", "."): v for k, v in over.items()})
+    return argparse.Namespace(**values)
+
+
+def test_json_list_parquet_and_saved_folders_are_read_like_the_loader(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets import Dataset, DatasetDict
+
+    rows = sql_rows(3)
+    listed = tmp_path / "rows.json"
+    listed.write_text(json.dumps([rows[0], {"label": rows[1]["label"]}, rows[2]]))
+    assert preflight.check(flat(listed)).problems == [
+        f"{listed}: item 1: no 'prompt' key (--data.input_key prompt); 1 of 3 rows lack it (first at {listed}: item 1)"
+    ]
+    table = tmp_path / "rows.parquet"
+    pq.write_table(
+        pa.table({"prompt": [r["prompt"] for r in rows], "label": [json.dumps(r["label"]) for r in rows]}), table
+    )
+    report = preflight.check(flat(table, rollout__batch_size=4))
+    assert report.problems == [f"--rollout.batch_size 4: one rollout batch needs 4 prompts; {table} has 3"]
+    saved = tmp_path / "saved"
+    DatasetDict(
+        {"test": Dataset.from_list([{"prompt": r["prompt"], "label": json.dumps(r["label"])} for r in rows])}
+    ).save_to_disk(str(saved))
+    assert preflight.check(flat(saved)).problems == [f"{saved}: no split 'train' (has test; --data.prompt_split)"]
+    report = preflight.check(flat(saved, data__prompt_split="test"))
+    assert report.problems == [] and "3 labels parsed by mrtpo_openrlhf.rewards.sql.parse_label" in report.facts
+
+
+def test_inputs_labels_and_chat_template(tmp_path):
+    rows = sql_rows(2)
+    chat = write_rows(
+        tmp_path / "chat.jsonl", [dict(r, prompt=[{"role": "user", "content": r["prompt"]}]) for r in rows]
+    )
+    assert preflight.check(flat(chat)).problems == []
+    assert preflight.check(flat(chat, data__apply_chat_template=False)).problems == [
+        f"{chat}:1: 'prompt' is a list: chat messages need --data.apply_chat_template; 2 of 2 rows are like it "
+        f"(first at {chat}:1, {chat}:2)"
+    ]
+    assert preflight.check(flat(SQL_ROWS, data__label_key=None)).problems == [
+        "--data.label_key is not set: every label reaches the sql reward as '' and scores 0 "
+        "(the bundled sets use --data.label_key label)"
+    ]
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 8}))
+    assert preflight.check(flat(SQL_ROWS, actor__model_name_or_path=str(model))).problems == [
+        f"--data.apply_chat_template: the tokenizer in {model} has no chat template ({model / 'tokenizer_config.json'})"
+    ]
+    (model / "chat_template.jinja").write_text("{{ messages }}")
+    assert preflight.check(flat(SQL_ROWS, actor__model_name_or_path=str(model))).problems == []
