@@ -2,7 +2,8 @@
 
 Upstream builds its parser under ``if __name__ == "__main__"`` in ``openrlhf/cli/train_ppo_ray.py``
 with hard-coded estimator choices. ``extend_parser`` adds the registered estimators (``core.ADVANTAGE_ESTIMATORS``)
-to those choices and our flags to the parser; ``validate`` rejects combinations MRTPO cannot run with;
+to those choices and our flags to the parser; ``flag_problems`` names every combination MRTPO cannot run with (the
+hook prints one line each, and every parser error without the usage text);
 ``ineffective_flags`` names the ``--algo.mrtpo.*`` flags given that the chosen estimator does not read (warned
 about, one line). All upstream flags and validation stay as they are. Defaults and choices come from the core.
 """
