@@ -6,7 +6,9 @@
 For each set, side by side in one run and in turn within each repeat: the CLI with ``--preflight-only`` (parse the
 flags, then the check) and with ``--preflight-only --preflight-skip`` (parse the flags only; the same process start,
 imports and parse). The difference of the best wall times is what the check adds; the CLI's own ``preflight: ok in
-X s`` figure (timed around the check inside the process) is printed next to it. Nothing starts Ray. Prints the CPU
+X s`` figure (timed around the check inside the process) is printed next to it. The first column is also what the
+embedded default's own pre-flight process costs it (``launch.default`` runs the check before its Ray head, in a CLI
+process of its own). Nothing starts Ray. Prints the CPU
 (``torch.backends.cpu.get_cpu_capability()``) and one JSON line for the record.
 """
 
@@ -30,14 +32,13 @@ def cli_flags(task) -> list[list[str]]:
     """The embedded default's flag sets for ``task``, one per distinct bundled set (CPU rows, mini rows)."""
     out = []
     for data in dict.fromkeys([task.cpu_train_data_path(), task.train_data_path()]):
-        out.append(
-            [
-                "--actor.model_name_or_path", "unused/model", "--reward.remote_url", str(task.reward_path()),
-                "--data.prompt_dataset", str(data), "--data.input_key", "prompt", "--data.label_key", "label",
-                "--data.apply_chat_template", "--rollout.batch_size", "2", "--rollout.n_samples_per_prompt", "4",
-                "--algo.advantage.estimator", "mrtpo",
-            ]  # fmt: skip
-        )
+        flags = [
+            "--actor.model_name_or_path", "unused/model", "--reward.remote_url", str(task.reward_path()),
+            "--data.prompt_dataset", str(data), "--data.input_key", "prompt", "--data.label_key", "label",
+            "--data.apply_chat_template", "--rollout.batch_size", "2", "--rollout.n_samples_per_prompt", "4",
+            "--algo.advantage.estimator", "mrtpo",
+        ]  # fmt: skip
+        out.append(flags)
     return out
 
 
