@@ -44,6 +44,10 @@ class Task:
     constraint_specs: function ``(label, n_rewards) -> [(constraint id, kwargs) | None]`` (``target`` spans).
     example_responses: function ``(row) -> [response, ...]``, a right and a wrong one (benchmarks/rewards.py).
     gpu_script: ``examples/scripts/`` script with the paper-scale settings (the study's GPU backend).
+    label_parser: function ``(label) -> parsed`` the reward's scorer opens each label with (ValueError: bad label);
+        the training pre-flight parses every row's label with it.
+    unearnable: function ``(label) -> [(reward name, reason)]``: the rewards no response can earn under that label
+        (a missing database, a constraint that cannot be checked); the pre-flight stops on them.
     """
 
     name: str
@@ -60,6 +64,8 @@ class Task:
     constraint_specs: str | None = None
     example_responses: str | None = None
     gpu_script: str | None = None
+    label_parser: str = "parse_label"
+    unearnable: str | None = None
 
     def module(self) -> Any:
         return importlib.import_module(self.reward_module)
@@ -135,6 +141,28 @@ def warm_up(task: str) -> None:
         module.reward_func(*call)
 
 
+def task_of_reward(remote_url: str | Path, reward_func: Callable[..., Any] | None = None) -> Task | None:
+    """The task whose reward ``remote_url`` is: its reward file (``reward_file``) or its reward module's own file,
+    compared as resolved paths, or else (a copy of the repo, e.g. a Ray job's working_dir) the task whose
+    ``reward_func`` is the loaded file's ``reward_func``. None for any other reward (a user's own)."""
+    target = Path(remote_url).resolve()
+    for task in TASKS.values():
+        try:
+            spec = importlib.util.find_spec(task.reward_module)
+            candidates = [task.reward_path()] + ([Path(spec.origin)] if spec and spec.origin else [])
+        except (ImportError, ValueError):
+            continue
+        if any(path.resolve() == target for path in candidates):
+            return task
+    for task in TASKS.values() if reward_func is not None else ():
+        try:
+            if task.reward_func() is reward_func:
+                return task
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
 def task_of_label(label: dict) -> list[str]:
     """The tasks whose ``label_keys`` the label (a dict) has, in registry order."""
     return [t.name for t in TASKS.values() if any(key in label for key in t.label_keys)]
@@ -155,6 +183,7 @@ register(
         format_tags=(THINK_TAGS, CODE_FENCES),
         example_responses="example_responses",
         gpu_script="train_mrtpo_sql.sh",
+        unearnable="unearnable_rewards",
     )
 )
 register(
@@ -170,6 +199,7 @@ register(
         constraint_specs="constraint_specs",
         example_responses="example_responses",
         gpu_script="train_mrtpo_if.sh",
+        unearnable="unearnable_rewards",
     )
 )
 register(
@@ -185,5 +215,6 @@ register(
         format_tags=(THINK_TAGS, TOOL_CALL_TAGS),
         example_responses="example_responses",
         gpu_script="train_mrtpo_tool.sh",
+        unearnable="unearnable_rewards",
     )
 )

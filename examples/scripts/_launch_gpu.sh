@@ -55,9 +55,13 @@ cmd=(python -m mrtpo_openrlhf.cli.train_ppo_ray
 
 export MRTPO_METRICS_JSONL=${MRTPO_METRICS_JSONL:-$OUT/metrics.jsonl}
 echo "[mrtpo] $RUN_NAME -> $OUT"
-if [ "${DRY_RUN:-0}" = 1 ]; then
+if [ "${DRY_RUN:-0}" = 1 ] || [ "${DRY_RUN:-0}" = print ]; then
   printf '%q ' "${cmd[@]}" "$@"; echo
-  exit 0
+  [ "$DRY_RUN" = print ] && exit 0  # the command line alone (the study's --dry-run)
+  # Then only the CLI's pre-flight check of the data, labels, reward and flags, on this machine (from the repo root
+  # for a Ray job, as its working_dir); it starts nothing, exit 2 on a problem.
+  [ -n "${RAY_JOB_ADDRESS:-}" ] && cd "$ROOT"
+  exec "${cmd[@]}" "$@" --preflight-only >&2
 fi
 mkdir -p "$OUT"
 if [ -n "${RAY_JOB_ADDRESS:-}" ]; then

@@ -8,4 +8,6 @@ shift 2
 echo "[mrtpo] no GPU found: running the CPU embedded default ($ESTIMATOR on $TASK)"
 bash "$ROOT/scripts/install.sh"
 source "$ROOT/scripts/env.sh"
-exec "$ROOT/.venv/bin/python" -m mrtpo_openrlhf.launch.default --task "$TASK" --estimator "$ESTIMATOR" "$@"
+dry_run=()  # DRY_RUN=1: print the commands and run only the pre-flight check, never train
+[ "${DRY_RUN:-0}" = 1 ] || [ "${DRY_RUN:-0}" = print ] && dry_run=(--dry-run)
+exec "$ROOT/.venv/bin/python" -m mrtpo_openrlhf.launch.default --task "$TASK" --estimator "$ESTIMATOR" "${dry_run[@]}" "$@"

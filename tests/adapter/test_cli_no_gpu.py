@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +14,8 @@ CLI = [sys.executable, "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
 
 def run(*args):
     env = {k: v for k, v in os.environ.items() if k != "MRTPO_CPU"}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300)
+    repo = Path(__file__).resolve().parents[2]  # the relative paths below are the repo's
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300, cwd=repo)
 
 
 def test_help_lists_our_flags_without_flash_attn():
@@ -35,6 +37,15 @@ def test_valid_flags_without_cuda_say_how_to_run_on_cpu():
         "4",
         "--reward.remote_url",
         "reward_funcs/sql.py",
+        # data the pre-flight check (which runs first, and needs no device) accepts
+        "--data.prompt_dataset",
+        "mrtpo_openrlhf/data/sql/train_mini.jsonl",
+        "--data.input_key",
+        "prompt",
+        "--data.label_key",
+        "label",
+        "--rollout.batch_size",
+        "2",
     )
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1].startswith("mrtpo: no CUDA device on this machine")

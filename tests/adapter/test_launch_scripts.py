@@ -3,6 +3,7 @@
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,14 @@ from test_args import parse_upstream
 from mrtpo_openrlhf.core.settings import DEFAULT_BETA, DEFAULT_WARMUP_STEPS
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "examples" / "scripts"
+DATA = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data"
+# A dry run also runs the CLI's pre-flight check with the command's `python` (this venv's), on real rows.
+VENV_BIN = str(Path(sys.executable).parent)
+BUNDLED = {
+    "sql": DATA / "sql/train_mini.jsonl",
+    "if": DATA / "instructions/train_mini.jsonl",
+    "tool": DATA / "tool/train_mini.jsonl",
+}
 
 
 def test_gpu_script_passes_the_method_settings_it_is_given(tmp_path, monkeypatch):
@@ -20,9 +29,10 @@ def test_gpu_script_passes_the_method_settings_it_is_given(tmp_path, monkeypatch
     (fake / "nvidia-smi").chmod(0o755)
     env = dict(
         os.environ,
-        PATH=f"{fake}:{os.environ['PATH']}",
+        PATH=f"{fake}:{VENV_BIN}:{os.environ['PATH']}",
         DRY_RUN="1",
-        DATA=str(tmp_path / "rows.jsonl"),
+        DATA=str(BUNDLED["if"]),
+        ROLLOUT_BATCH="2",
         OUT=str(tmp_path / "out"),
         BETA="0.25",
         PLACEMENT="joint",
@@ -51,9 +61,10 @@ def test_gpu_command_lines_parse(tmp_path, monkeypatch, script, estimator):
     (fake / "nvidia-smi").chmod(0o755)
     env = dict(
         os.environ,
-        PATH=f"{fake}:{os.environ['PATH']}",
+        PATH=f"{fake}:{VENV_BIN}:{os.environ['PATH']}",
         DRY_RUN="1",
-        DATA=str(tmp_path / "rows.jsonl"),
+        DATA=str(BUNDLED[script.split("_")[2].removesuffix(".sh")]),
+        ROLLOUT_BATCH="2",
         OUT=str(tmp_path / "out"),
     )
     out = subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, check=True).stdout
