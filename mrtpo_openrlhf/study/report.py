@@ -655,7 +655,7 @@ def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]
         "|---|---|---|---|---|---|---|",
         *rows,
         "",
-        f"MRTPO / GDPO step time over {len(ratios)} seeds: {_fmt(mean, 2)}"
+        f"MRTPO / GDPO step time over {len(ratios)} seed{'s' if len(ratios) > 1 else ''}: {_fmt(mean, 2)}"
         + (f" (95% t-interval {_fmt(lo, 2)} to {_fmt(hi, 2)})" if not math.isnan(lo) else "")
         + ". Step times exclude step 1 (warm-up); load: the 5-minute load average (provenance at the run's start, "
         "else `result.json`'s start -> end). A ratio of runs made at different loads says little.",
@@ -825,14 +825,14 @@ def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, 
     ns = sorted({p.n for p in declared.values() if p is not None})
     m = sum(1 for p in declared.values() if p is not None)
     if ns:
-        n = ns[0]
+        n = ns[-1]  # the most seeds any declared comparison has: if these cannot reject, none can
         smallest = 2 / 2**n
         if m and smallest > alpha / m:
             out.append(
-                f"With {n} paired seeds the exact sign-flip test cannot reject: its smallest possible two-sided p is "
-                f"2/2^{n} = {smallest:.3f}, above {alpha}/{m} = {alpha / m:.4f}, what Holm asks of the best of {m} "
-                "declared comparisons. No declared comparison can be *held* or *contradicted* at this size; the "
-                "t-intervals are descriptive."
+                f"With {n} paired seed{'s' if n > 1 else ''} the exact sign-flip test cannot reject: its smallest "
+                f"possible two-sided p is 2/2^{n} = {smallest:.3f}, above {alpha}/{m} = {alpha / m:.4f}, what Holm "
+                f"asks of the best of {m} declared comparisons. No declared comparison can be *held* or "
+                "*contradicted* at this size; the t-intervals are descriptive."
             )
     narrow = [
         f"{label} (seed sd {_fmt(_sd(p))}, noise floor {_fmt(p.noise)})"
