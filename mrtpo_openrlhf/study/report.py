@@ -146,7 +146,7 @@ class Study:
     root: Path  # the folder holding <arm>/seed<k>/
     folder: Path  # the study or results folder (prompts/, localization/)
     runs: dict[str, dict[int, list[dict[str, Any]]]]
-    files: dict[str, dict[int, dict[str, Any]]]  # arm -> seed -> {"run", "heldout", "result"} (None when absent)
+    files: dict[str, dict[int, dict[str, Any]]]  # arm -> seed -> {"run", "heldout", "result", "config"} or None
     config: dict[str, Any]
     steps: int
     names: list[str]
@@ -173,7 +173,8 @@ def load_study(root: Path, folder: Path, config: dict[str, Any]) -> Study:
     files = {
         arm: {
             seed: {
-                name: _read_json(root / arm / f"seed{seed}" / f"{name}.json") for name in ("run", "heldout", "result")
+                name: _read_json(root / arm / f"seed{seed}" / f"{name}.json")
+                for name in ("run", "heldout", "result", "config")
             }
             for seed in by
         }
@@ -209,8 +210,8 @@ def declared_comparisons(config: dict[str, Any], given: str | None) -> tuple[lis
 
 
 def pair_problem(study: Study, a: str, b: str, seed: int) -> str | None:
-    """Why runs (a, seed) and (b, seed) must not be paired: another training path or dtype (None: pair them).
-    Runs without provenance are paired and reported as such."""
+    """Why runs (a, seed) and (b, seed) must not be paired: another training path, dtype or base model (its
+    weights' sha256 in ``config.json``); None: pair them. Runs without provenance are paired and reported as such."""
     ra, rb = study.file(a, seed, "run") or {}, study.file(b, seed, "run") or {}
     pa, pb = ra.get("provenance"), rb.get("provenance")
     problems = []
@@ -221,6 +222,9 @@ def pair_problem(study: Study, a: str, b: str, seed: int) -> str | None:
     da, db = ra.get("cpu_dtype"), rb.get("cpu_dtype")
     if da and db and da != db:
         problems.append(f"dtype {da} vs {db}")
+    wa, wb = (((study.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256") for arm in (a, b))
+    if wa and wb and wa != wb:
+        problems.append(f"base model weights {wa[:12]} vs {wb[:12]}")
     return "; ".join(problems) or None
 
 
@@ -533,9 +537,8 @@ def provenance_section(study: Study, excluded: dict[tuple[str, str, int], str]) 
             md += [f"No provenance recorded: {', '.join(missing)}.", ""]
     if excluded:
         md += [
-            "**Excluded pairs** (not paired: another training path or dtype, or provenance on one side only): "
-            + "; ".join(f"{a} / {b} seed {s} ({why})" for (a, b, s), why in excluded.items())
-            + ".",
+            "**Excluded pairs** (not paired: another training path, dtype or base model, or provenance on one side "
+            "only): " + "; ".join(f"{a} / {b} seed {s} ({why})" for (a, b, s), why in excluded.items()) + ".",
             "",
         ]
     else:

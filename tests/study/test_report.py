@@ -136,11 +136,16 @@ def test_pairs_with_another_training_path_or_dtype_are_excluded(tmp_path, capsys
     rec = json.loads(run.read_text())
     rec["cpu_dtype"] = "fp32"
     run.write_text(json.dumps(rec))
+    cfg = src / "mrtpo-shuffle" / "seed1" / "config.json"
+    cfg.write_text(json.dumps({"base_model": {"weights_sha256": "1" * 64}}))
+    (src / "mrtpo" / "seed1" / "config.json").write_text(json.dumps({"base_model": {"weights_sha256": "2" * 64}}))
     text = write_report(src, tmp_path / "out").read_text()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["excluded"]["mrtpo - mrtpo-shuffle seed 1"] == "base model weights 222222222222 vs 111111111111"
     assert summary["excluded"]["mrtpo - gdpo seed 2"] == "training path aaa vs bbb"
     assert summary["excluded"]["gdpo - grpo seed 3"] == "dtype bf16 vs fp32"
-    assert summary["declared"]["mrtpo - gdpo"]["n"] == 2 and summary["declared"]["mrtpo - mrtpo-shuffle"]["n"] == 3
+    assert summary["declared"]["mrtpo - gdpo"]["n"] == 2 and summary["declared"]["mrtpo - mrtpo-shuffle"]["n"] == 2
+    assert summary["declared"]["mrtpo - mrtpo-joint"]["n"] == 3
     assert "**Excluded pairs**" in text and "mrtpo / gdpo seed 2 (training path aaa vs bbb)" in text
     assert "not paired: mrtpo / gdpo seed 2: training path aaa vs bbb" in capsys.readouterr().err
 
@@ -194,3 +199,25 @@ def test_empty_folder_and_cli_errors(tmp_path, capsys):
     src = make_study(tmp_path / "s")
     assert main(["report", str(src), "--format-reward", "format"]) == 0
     assert "report:" in capsys.readouterr().out
+
+
+def test_comparisons_from_the_config(tmp_path):
+    src = make_study(tmp_path / "study")
+    (src / "study.json").write_text(json.dumps({"name": "fixture", "steps": STEPS, "comparisons": ["gdpo:grpo"]}))
+    write_report(src, tmp_path / "out")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert list(summary["declared"]) == ["gdpo - grpo"] and summary["declared_source"].startswith("the config")
+
+
+@pytest.mark.parametrize("name", ["if-smollm2-cpu", "if-smollm2-cpu-pilot"])
+def test_committed_reports_regenerate_byte_for_byte(tmp_path, name):
+    """The committed reports are what ``study report`` makes of their committed runs (the commands in notes.md)."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "docs" / "results" / name
+    argv = ["report", str(folder), "--out", str(tmp_path), "--notes", str(folder / "notes.md")]
+    argv += ["--probe", str(folder.parent / "probe" / "instruction_study_train_96.json")]
+    argv += ["--format-reward", "startend:end_checker", "--threshold", "0.5"]
+    assert main(argv) == 0
+    assert (tmp_path / "report.md").read_text() == (folder / "report.md").read_text()
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads((folder / "summary.json").read_text())
