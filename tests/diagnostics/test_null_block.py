@@ -91,6 +91,8 @@ def test_pipeline_replays_the_null_on_every_response(tmp_path, tiny_model_dir):
     nc = summary["null_control"]["startend:end_checker"]
     assert nc["responses"] == 2 and set(nc["spans"]) <= {"target", "tags"}
     assert summary["run"]["null block"] == NULL_TEXT
+    page = (out / "index.html").read_text()
+    assert "<h2>Against the null block</h2>" in page and page.count('<tr><td class="name">') >= 2
     assert (
         main(
             [
