@@ -8,7 +8,7 @@ from typing import Sequence
 
 from mrtpo_openrlhf.tasks import TASKS
 
-from .runner import DiagnoseError, run
+from .runner import NULL_TEXT, DiagnoseError, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--micro-batch-size", type=int, default=4, help="contexts per replay forward")
+    p.add_argument(
+        "--null",
+        default=NULL_TEXT,
+        help="the null block: a neutral sentence no reward reads, replayed like one more reward on every response "
+        "(the control a reward's localization is measured against); '' switches it off",
+    )
     return p
 
 
@@ -65,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             temperature=args.temperature,
             seed=args.seed,
             micro_batch_size=args.micro_batch_size,
+            null_text=args.null,
         )
     except DiagnoseError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -170,6 +170,43 @@ def response_card(resp: Mapping[str, Any]) -> str:
     )
 
 
+def _ci(row: Mapping[str, Any] | None) -> str:
+    if not row or row.get("mean") is None:
+        return "–"
+    if row.get("low") is None:
+        return pct(row["mean"])
+    return f"{pct(row['mean'])} [{pct(row['low'])}, {pct(row['high'])}]"
+
+
+def null_table(summary: Mapping[str, Any]) -> str:
+    """Each reward against its null block (``stats.null_control``), or "" when the null was off."""
+    rows = []
+    for name, nc in sorted((summary.get("null_control") or {}).items()):
+        spans = "; ".join(
+            f"{SPAN_LABELS.get(kind, kind)}: {_ci(sp['reward'])} vs {_ci(sp['null'])}"
+            + (" (beats its null)" if nc["beats_null_on_span"].get(kind) else "")
+            for kind, sp in sorted(nc["spans"].items())
+        )
+        tok = nc["tokens_for_80pct"]
+        rows.append(
+            f'<tr><td class="name">{esc(name)}</td><td>{nc["responses"]}</td><td class="name">{esc(spans or "–")}</td>'
+            f"<td>{esc(_ci(tok['reward']))}</td><td>{esc(_ci(tok['null']))}</td><td>{esc(_ci(tok['random']))}</td></tr>"
+        )
+    if not rows:
+        return ""
+    head = (
+        "<tr><th class='name'>reward</th><th>responses</th><th class='name'>distance share on its span: reward vs "
+        "null</th><th>tokens for 80%: reward</th><th>null</th><th>random profile</th></tr>"
+    )
+    text = esc((summary.get("null") or {}).get("text", ""))
+    return (
+        f"<h2>Against the null block</h2><table>{head}{''.join(rows)}</table>"
+        f'<p class="note">The null block "{text}" is a sentence no reward reads, removed the way each reward\'s own '
+        "block is; the random profile is i.i.d. exponential per token. A reward localizes when it beats its null, "
+        "not when it beats uniform. Means with 95% intervals over responses.</p>"
+    )
+
+
 def render_page(summary: Mapping[str, Any], responses: Sequence[Mapping[str, Any]], run_info: Mapping[str, Any]) -> str:
     """The whole page.
 
@@ -195,6 +232,7 @@ the distance (mean over replayed pairs with non-zero distance). "top-20% share":
 <div class="legend">Heatmap: background <span class="swatch"></span> = q / max q of that row (hover a token for
 its value). Underlined tokens lie in a measured span: <span class="sp-tags">tags</span>,
 <span class="sp-target">SELECT list / tool arguments / constraint target</span>.</div>
+{null_table(summary)}
 <h2>Responses ({len(responses)})</h2>
 {cards}
 </body></html>

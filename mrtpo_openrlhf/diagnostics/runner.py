@@ -27,9 +27,13 @@ from mrtpo_openrlhf.tasks import TASKS, get_reward_func, get_task, task_of_label
 
 from .html import render_page
 from .spans import locate_spans, spans_to_token_mask, token_char_offsets
-from .stats import pair_stats, summarize
+from .stats import interval, null_control, null_stats, pair_stats, reward_group, summarize
 
 BLOCK_SEPARATOR = DEFAULT_BLOCK_SEPARATOR  # the training default (--algo.mrtpo.block_separator)
+# The null block: a neutral sentence no reward reads (no constraint, no format, no tag), replayed like one more
+# reward on every response; ``--null ''`` switches it off.
+NULL_TEXT = "The old museum in the town centre opens at nine in the morning."
+NULL_INLINE, NULL_APPENDED = "null:inline", "null:appended"  # removed like an inline / an appended block
 
 
 class DiagnoseError(ValueError):
@@ -230,6 +234,47 @@ def constraint_specs(task: str, label: Any, n_rewards: int) -> list[tuple[str, d
     return specs(label, n_rewards) if specs is not None else [None] * n_rewards
 
 
+# ------------------------------------------------------------------------------------------- null block
+def with_null_blocks(
+    prompt: str,
+    suffix: str,
+    blocks: Sequence[str],
+    spans: Sequence[Sequence[int] | None] | None,
+    null_text: str = NULL_TEXT,
+) -> tuple[str, list[str], list[list[int] | None], dict[str, int]]:
+    """The replay inputs of one response with the null block(s) added, removed the same way as a verifier block.
+
+    Blocks in the prompt (a recorded span; without spans, where the text first occurs, as ``core.context_texts``
+    then cuts) get an inline null: ``null_text + " "`` inserted just before the first of them (among the
+    constraints), its span on ``null_text`` alone, so cutting it leaves the same stray space a cut constraint
+    leaves. Appended blocks (span None) get an appended null: one more block added, after the separator, at the end
+    of the user message. Each null is there only where a non-empty block of its kind is.
+
+    Returns (prompt, blocks + nulls, spans + the nulls' spans, {null name: its block index}).
+    """
+    head = prompt[: len(prompt) - len(suffix)] if suffix and prompt.endswith(suffix) else prompt
+    if spans is None:
+        spans = [[head.find(b), head.find(b) + len(b)] if b and b in head else None for b in blocks]
+    new_spans = [None if sp is None else [int(sp[0]), int(sp[1])] for sp in spans]
+    new_blocks = list(blocks)
+    live = [k for k, b in enumerate(blocks) if b]
+    inline = [k for k in live if new_spans[k] is not None]
+    nulls: dict[str, int] = {}
+    if null_text and inline:
+        at = min(new_spans[k][0] for k in inline)
+        insert = null_text + " "
+        prompt = prompt[:at] + insert + prompt[at:]
+        new_spans = [sp if sp is None or sp[0] < at else [sp[0] + len(insert), sp[1] + len(insert)] for sp in new_spans]
+        nulls[NULL_INLINE] = len(new_blocks)
+        new_blocks.append(null_text)
+        new_spans.append([at, at + len(null_text)])
+    if null_text and any(new_spans[k] is None for k in live):
+        nulls[NULL_APPENDED] = len(new_blocks)
+        new_blocks.append(null_text)
+        new_spans.append(None)
+    return prompt, new_blocks, new_spans, nulls
+
+
 # ------------------------------------------------------------------------------------------- pipeline
 def diagnose(
     model: Any,
@@ -239,11 +284,15 @@ def diagnose(
     temperature: float = 1.0,
     micro_batch_size: int = DEFAULT_REPLAY_MICRO_BATCH_SIZE,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    null_text: str = NULL_TEXT,
 ) -> tuple[list[dict], list[dict], dict]:
-    """Score and replay ``samples``.
+    """Score and replay ``samples``, with the null block(s) of ``with_null_blocks`` (none if ``null_text`` is
+    empty) in every replayed response's contexts.
 
-    Returns (records, responses, summary): one record per (response, reward) pair (the relevance.jsonl
-    rows), the per-response view the page renders, and ``stats.summarize`` of the records.
+    Returns (records, responses, summary): one record per (response, reward) pair and one per (response, null)
+    (the relevance.jsonl rows; a null's has ``"null": true``), the per-response view the page renders, and
+    ``stats.summarize`` of the reward records plus ``null_control`` (each reward against its null and a random
+    profile) and ``null`` (the null's own profile).
     """
     from tqdm.auto import tqdm
 
@@ -253,17 +302,22 @@ def diagnose(
         texts.append(text)
         vectors.append(score(task, s.prompt, text, s.label))
 
-    num_rewards = max((len(v.items) for v in vectors), default=0)
-    requests, rows = [], []
+    num_rewards = max((len(v.items) for v in vectors), default=0) + 2  # + the two nulls
+    requests, rows, nulls_of, null_spans = [], [], {}, {}
+    suffix = chat_suffix_text(tokenizer)
     for i, (s, vec) in enumerate(zip(samples, vectors)):
         ks = [k for k, item in enumerate(vec.items) if item.block]
         if ks and s.response_ids:
+            prompt, blocks, spans, nulls = with_null_blocks(
+                s.prompt, suffix, [it.block for it in vec.items], vec.spans, null_text
+            )
             requests.append(
                 request_from_text(
-                    tokenizer, s.prompt, [it.block for it in vec.items], s.response_ids, ks, BLOCK_SEPARATOR
+                    tokenizer, prompt, blocks, s.response_ids, ks + list(nulls.values()), BLOCK_SEPARATOR, spans=spans
                 )
             )
             rows.append(i)
+            nulls_of[i], null_spans[i] = nulls, spans
     q_by_row: dict[int, torch.Tensor] = {}
     if requests:
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -286,12 +340,15 @@ def diagnose(
         tokens = [tokenizer.decode([t], skip_special_tokens=False) for t in s.response_ids]
         specs = constraint_specs(task, s.label, len(vec.items))
         replayed = set(request_of[i].rewards) if i in request_of else set()
+        nulls = nulls_of.get(i, {})
         rewards = []
         for k, item in enumerate(vec.items):
             q_k = q_by_row[i][k].tolist() if k in replayed else None
             spans = locate_spans(task, full_text, specs[k])
             masks = {kind: spans_to_token_mask(offsets, sp) for kind, sp in spans.items()}
             stats = pair_stats(q_k if q_k is not None else [0.0] * len(tokens), masks)
+            null = (NULL_INLINE if null_spans[i][k] is not None else NULL_APPENDED) if k in replayed else None
+            q_null = q_by_row[i][nulls[null]].tolist() if null in nulls and nulls[null] in replayed else None
             record = {
                 "response_index": i,
                 "prompt_index": s.prompt_index,
@@ -306,6 +363,8 @@ def diagnose(
                 "q": q_k,
                 "spans": {kind: [list(x) for x in sp] for kind, sp in spans.items()},
                 "stats": stats,
+                "null": null if q_null is not None else None,
+                "controls": null_stats(q_null, masks, len(tokens), seed=i) if k in replayed else None,
             }
             records.append(record)
             rewards.append(
@@ -319,6 +378,26 @@ def diagnose(
                     "span_masks": masks,
                 }
             )
+        for name, index in nulls.items():
+            q_null = q_by_row[i][index].tolist() if index in replayed else None
+            records.append(
+                {
+                    "response_index": i,
+                    "prompt_index": s.prompt_index,
+                    "sample": s.sample,
+                    "reward": name,
+                    "value": None,
+                    "reason": "null control: a sentence no reward reads",
+                    "block": null_text,
+                    "replayed": q_null is not None,
+                    "tokens": tokens,
+                    "token_ids": list(s.response_ids),
+                    "q": q_null,
+                    "spans": {},
+                    "stats": pair_stats(q_null if q_null is not None else [0.0] * len(tokens)),
+                    "null": True,
+                }
+            )
         responses.append(
             {
                 "prompt_index": s.prompt_index,
@@ -329,9 +408,21 @@ def diagnose(
                 "rewards": rewards,
             }
         )
-    summary = summarize([r for r in records if r["replayed"]])
-    summary["pairs_total"] = len(records)
-    summary["pairs_replayed"] = sum(r["replayed"] for r in records)
+    pairs = [r for r in records if r.get("null") is not True]
+    summary = summarize([r for r in pairs if r["replayed"]])
+    summary["pairs_total"] = len(pairs)
+    summary["pairs_replayed"] = sum(r["replayed"] for r in pairs)
+    by_group: dict[str, list[dict]] = {}
+    for rec in pairs:
+        if rec["replayed"]:
+            by_group.setdefault(reward_group(rec["reward"]), []).append(rec)
+    summary["null_control"] = {name: null_control(recs) for name, recs in by_group.items()} if null_text else {}
+    null_recs = [r for r in records if r.get("null") is True and r["replayed"] and r["stats"]["total_distance"] > 0]
+    summary["null"] = {
+        "text": null_text,
+        "modes": {m: sum(r["reward"] == m for r in null_recs) for m in (NULL_INLINE, NULL_APPENDED)},
+        "tokens_for_80pct": interval(r["stats"]["tokens_for_80pct"] for r in null_recs),
+    }
     return records, responses, summary
 
 
@@ -361,6 +452,7 @@ def run(
     temperature: float = 1.0,
     seed: int = 0,
     micro_batch_size: int = 4,
+    null_text: str = NULL_TEXT,
 ) -> dict[str, Path]:
     """Everything ``python -m mrtpo_openrlhf.diagnose`` does; returns the written paths."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -394,7 +486,9 @@ def run(
         samples = generate_samples(lm, tokenizer, rows, samples_per_prompt, max_new_tokens, temperature, seed)
         source = display_path(data_path)
     replay_temperature = temperature if temperature > 0 else 1.0
-    records, views, summary = diagnose(lm, tokenizer, task, samples, replay_temperature, micro_batch_size)
+    records, views, summary = diagnose(
+        lm, tokenizer, task, samples, replay_temperature, micro_batch_size, null_text=null_text
+    )
     run_info = {
         "model": model if model == "smollm2" else display_path(model_path),
         "task": task,
@@ -402,6 +496,7 @@ def run(
         "responses": len(samples),
         "pairs replayed": f"{summary['pairs_replayed']}/{summary['pairs_total']}",
         "temperature": temperature,
+        "null block": null_text or "off",
         "seconds": round(time.time() - t0, 1),
     }
     return write_outputs(Path(out).expanduser(), records, views, summary, run_info)

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from mrtpo_openrlhf.core import localization, tokens_for_mass
+from mrtpo_openrlhf.study.stats import t975
 
 MASS = 0.8
 TOP_FRAC = 0.2
@@ -126,3 +127,117 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         row["by_value"] = {v: aggregate(rs) for v, rs in sorted(by_value.items())}
         rewards[name] = row
     return {"rewards": rewards, "all": aggregate(records)}
+
+
+# ------------------------------------------------------------------------------------------- null control
+# A reward localizes when its profile beats the null's (a neutral sentence no reward reads, removed the same way
+# as the reward's own block), not when it beats uniform: a position-free random profile already puts 80% of its
+# mass on ~44% of the tokens (i.i.d. exponential values), far below uniform's 80%.
+RANDOM_DRAWS = 64  # random profiles per response for the position-free reference
+
+
+def random_tokens_for_mass(n_tokens: int, draws: int = RANDOM_DRAWS, seed: int = 0, mass: float = MASS) -> float:
+    """Mean fraction of tokens holding ``mass`` of a position-free random profile of ``n_tokens`` i.i.d.
+    Exp(1) values (``draws`` profiles, seeded): the reference a profile with no position preference gives.
+    For large T it tends to e^-x with (1 + x) e^-x = mass (0.4385 at 80%)."""
+    if n_tokens < 1:
+        return math.nan
+    gen = torch.Generator().manual_seed(int(seed))
+    q = torch.empty(draws, n_tokens, dtype=torch.float64).exponential_(1.0, generator=gen)
+    return float(tokens_for_mass(q, torch.ones_like(q, dtype=torch.bool), mass).mean())
+
+
+def null_stats(
+    q_null: Sequence[float] | torch.Tensor | None,
+    span_masks: Mapping[str, Sequence[bool]] | None,
+    n_tokens: int,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The controls of one (response, reward) pair: the null's profile on the reward's own spans and its tokens
+    for 80%, and the random profile's tokens for 80% (same length).
+
+    Returns {"null": {"tokens_for_80pct", "spans": {kind: span_share}} or None (no null replayed),
+             "random": {"tokens_for_80pct"}}.
+    """
+    out: dict[str, Any] = {
+        "null": None,
+        "random": {"tokens_for_80pct": _finite(random_tokens_for_mass(n_tokens, seed=seed))},
+    }
+    if q_null is not None:
+        st = pair_stats(q_null, span_masks)
+        if st["total_distance"] > 0:
+            out["null"] = {"tokens_for_80pct": st["tokens_for_80pct"], "spans": st["spans"]}
+    return out
+
+
+def interval(values: Iterable[float | None]) -> dict[str, Any]:
+    """{"n", "mean", "low", "high"}: the 95% t-interval of the mean over responses (None edges with n < 2)."""
+    v = [float(x) for x in values if x is not None and math.isfinite(x)]
+    n = len(v)
+    if not n:
+        return {"n": 0, "mean": None, "low": None, "high": None}
+    mean = sum(v) / n
+    if n < 2:
+        return {"n": 1, "mean": mean, "low": None, "high": None}
+    sd = math.sqrt(sum((x - mean) ** 2 for x in v) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return {"n": n, "mean": mean, "low": mean - half, "high": mean + half}
+
+
+def null_control(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Reward vs null vs random over the replayed pairs of one reward group that have a null profile.
+
+    Each record: "stats" from ``pair_stats`` plus "controls" from ``null_stats``. Per response i: the reward's
+    tokens for 80% f_i (fraction) and a_i = f_i * T_i (tokens), the null's and the random profile's, and per
+    span kind the reward's distance share on the span its checker reads against the null's share on that same
+    span. Returns, each as an ``interval`` over responses: ``tokens_for_80pct`` {reward, null, random,
+    reward_minus_null, reward_minus_random}, ``tokens_for_80pct_abs`` (the same in tokens), ``spans`` {kind:
+    {reward, null, reward_minus_null}}, and the verdicts ``beats_null_on_span`` {kind: bool} (the paired
+    interval of reward - null share lies above 0) and ``more_concentrated_than_null`` (the paired interval of
+    reward - null tokens for 80% lies below 0).
+    """
+    live = [
+        r for r in records if r["stats"]["total_distance"] > 0 and (r.get("controls") or {}).get("null") is not None
+    ]
+    frac = {"reward": [], "null": [], "random": []}
+    absolute = {"reward": [], "null": [], "random": []}
+    diff = {"reward_minus_null": [], "reward_minus_random": []}
+    diff_abs = {"reward_minus_null": [], "reward_minus_random": []}
+    kinds = sorted({k for r in live for k in r["stats"]["spans"]})
+    span_rows: dict[str, dict[str, list]] = {k: {"reward": [], "null": [], "reward_minus_null": []} for k in kinds}
+    for r in live:
+        n = r["stats"]["n_tokens"]
+        f = r["stats"]["tokens_for_80pct"]
+        fn = r["controls"]["null"]["tokens_for_80pct"]
+        fr = r["controls"]["random"]["tokens_for_80pct"]
+        for key, value in (("reward", f), ("null", fn), ("random", fr)):
+            frac[key].append(value)
+            absolute[key].append(None if value is None else value * n)
+        if f is not None and fn is not None:
+            diff["reward_minus_null"].append(f - fn)
+            diff_abs["reward_minus_null"].append((f - fn) * n)
+        if f is not None and fr is not None:
+            diff["reward_minus_random"].append(f - fr)
+            diff_abs["reward_minus_random"].append((f - fr) * n)
+        for kind in kinds:
+            own = r["stats"]["spans"].get(kind, {}).get("distance_share")
+            null = r["controls"]["null"]["spans"].get(kind, {}).get("distance_share")
+            if own is not None and null is not None:
+                span_rows[kind]["reward"].append(own)
+                span_rows[kind]["null"].append(null)
+                span_rows[kind]["reward_minus_null"].append(own - null)
+    spans = {kind: {key: interval(v) for key, v in rows.items()} for kind, rows in span_rows.items()}
+    tok = {**{k: interval(v) for k, v in frac.items()}, **{k: interval(v) for k, v in diff.items()}}
+    tok_abs = {**{k: interval(v) for k, v in absolute.items()}, **{k: interval(v) for k, v in diff_abs.items()}}
+    below = tok["reward_minus_null"]["high"]
+    return {
+        "responses": len(live),
+        "tokens_for_80pct": tok,
+        "tokens_for_80pct_abs": tok_abs,
+        "spans": spans,
+        "beats_null_on_span": {
+            kind: (s["reward_minus_null"]["low"] is not None and s["reward_minus_null"]["low"] > 0)
+            for kind, s in spans.items()
+        },
+        "more_concentrated_than_null": below is not None and below < 0,
+    }

@@ -27,8 +27,16 @@ def test_sql_responses_write_all_files(tmp_path, tiny_model_dir):
     for name in ("index.html", "relevance.jsonl", "summary.json"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0
 
-    recs = read_jsonl(out / "relevance.jsonl")
+    everything = read_jsonl(out / "relevance.jsonl")
+    recs = [r for r in everything if r.get("null") is not True]
     assert [r["reward"] for r in recs] == ["format", "executable", "execution"] * 2
+    # the null block, replayed on each response: inline where the format description sits in the prompt,
+    # appended where the SQLite error / reference query go
+    nulls = {(r["response_index"], r["reward"]) for r in everything if r.get("null") is True}
+    assert {name for _, name in nulls} <= {"null:inline", "null:appended"} and {i for i, _ in nulls} == {0, 1}
+    for rec in recs:
+        if rec["replayed"]:
+            assert (rec["null"], rec["response_index"]) in {(n, i) for i, n in nulls}
     good = {r["reward"]: r for r in recs if r["response_index"] == 0}
     bad = {r["reward"]: r for r in recs if r["response_index"] == 1}
     assert good["format"]["value"] == 1.0 and good["execution"]["value"] == 1.0
@@ -72,6 +80,7 @@ def test_instruction_target_span_through_pipeline(tmp_path, tiny_model_dir):
     out = tmp_path / "out"
     assert main(["--model", str(tiny_model_dir), "--responses", str(responses), "--out", str(out)]) == 0
     recs = {r["reward"]: r for r in read_jsonl(out / "relevance.jsonl")}
+    assert recs["null:inline"]["null"] is True  # the constraints sit in the prompt: the null is cut like them
     end = recs["startend:end_checker"]
     assert end["value"] == 1.0 and end["replayed"]
     text = "".join(end["tokens"])
@@ -136,7 +145,7 @@ def test_empty_response_and_given_ids(tmp_path, tiny_model_dir):
     )
     out = tmp_path / "out"
     assert main(["--model", str(tiny_model_dir), "--responses", str(responses), "--out", str(out)]) == 0
-    recs = read_jsonl(out / "relevance.jsonl")
+    recs = [r for r in read_jsonl(out / "relevance.jsonl") if r.get("null") is not True]
     empty = [r for r in recs if r["response_index"] == 0]
     assert all(not r["replayed"] and r["tokens"] == [] for r in empty)
     given = [r for r in recs if r["response_index"] == 1]

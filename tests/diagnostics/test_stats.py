@@ -4,7 +4,17 @@ import math
 
 import pytest
 
-from mrtpo_openrlhf.diagnostics.stats import aggregate, pair_stats, reward_group, span_share, summarize
+from mrtpo_openrlhf.diagnostics.stats import (
+    aggregate,
+    interval,
+    null_control,
+    null_stats,
+    pair_stats,
+    random_tokens_for_mass,
+    reward_group,
+    span_share,
+    summarize,
+)
 
 
 def test_span_share_exact():
@@ -90,3 +100,63 @@ def test_summarize_groups_repeated_ids_and_splits_by_value():
     assert "target" not in out["rewards"]["punctuation:no_comma"]["spans"]
     assert reward_group("keywords:existence#12") == "keywords:existence"
     assert not math.isnan(out["all"]["top20_share"])
+
+
+# ------------------------------------------------------------------------------------------- null control
+def test_random_profile_tends_to_the_exponential_value():
+    # i.i.d. Exp(1): the top tokens above x hold (1 + x) e^-x of the mass; 80% at x = 0.8244, a share e^-x = 0.4385
+    x = 0.8244
+    assert (1 + x) * math.exp(-x) == pytest.approx(0.8, abs=1e-4)
+    assert random_tokens_for_mass(20_000, draws=4) == pytest.approx(math.exp(-x), abs=0.005)
+    assert random_tokens_for_mass(40, seed=3) == random_tokens_for_mass(40, seed=3)  # seeded
+    assert math.isnan(random_tokens_for_mass(0))
+
+
+def test_interval_matches_scipy():
+    from scipy import stats as sps
+
+    v = [0.1, 0.4, 0.35, 0.2, 0.7]
+    got = interval(v + [None])
+    lo, hi = sps.t.interval(0.95, len(v) - 1, loc=sum(v) / len(v), scale=sps.sem(v))
+    assert got["n"] == 5 and got["low"] == pytest.approx(lo, rel=1e-3) and got["high"] == pytest.approx(hi, rel=1e-3)
+    assert interval([0.3]) == {"n": 1, "mean": 0.3, "low": None, "high": None}
+
+
+def _pair(q, q_null, mask):
+    masks = {"target": mask}
+    return {"stats": pair_stats(q, masks), "controls": null_stats(q_null, masks, len(q))}
+
+
+def test_null_control_by_hand():
+    # Two responses of 4 tokens, the reward's span = the last token.
+    # 1: reward q [0, 0, 1, 3]: span share 3/4, 80% needs 2 tokens (3, then 1) -> 0.5; null [1, 1, 1, 1]: share 1/4,
+    #    80% needs 4 -> 1.0. 2: reward [0, 0, 0, 2]: share 1, 1 token -> 0.25; null [2, 1, 1, 0]: share 0, 80% needs
+    #    3 (2, 1, 1 = 4 of 4 >= 3.2 only at the third) -> 0.75.
+    mask = [False, False, False, True]
+    recs = [_pair([0, 0, 1, 3], [1, 1, 1, 1], mask), _pair([0, 0, 0, 2], [2, 1, 1, 0], mask)]
+    nc = null_control(recs)
+    assert nc["responses"] == 2
+    span = nc["spans"]["target"]
+    assert span["reward"]["mean"] == pytest.approx((0.75 + 1.0) / 2)
+    assert span["null"]["mean"] == pytest.approx((0.25 + 0.0) / 2)
+    assert span["reward_minus_null"]["mean"] == pytest.approx((0.5 + 1.0) / 2)
+    # t-interval of the differences [0.5, 1.0] (1 dof): 0.75 +- 12.706 * 0.3536 / sqrt(2)
+    half = 12.706 * math.sqrt(((0.5 - 0.75) ** 2 + (1.0 - 0.75) ** 2) / 1) / math.sqrt(2)
+    assert span["reward_minus_null"]["low"] == pytest.approx(0.75 - half, rel=1e-4)
+    assert nc["beats_null_on_span"] == {"target": False}  # two responses: the interval still spans 0
+    tok, ab = nc["tokens_for_80pct"], nc["tokens_for_80pct_abs"]
+    assert tok["reward"]["mean"] == pytest.approx((0.5 + 0.25) / 2) and tok["null"]["mean"] == pytest.approx(0.875)
+    assert ab["reward"]["mean"] == pytest.approx(1.5) and ab["null"]["mean"] == pytest.approx(3.5)
+    assert tok["reward_minus_null"]["mean"] == pytest.approx(-0.5) and tok["reward_minus_null"]["high"] is not None
+    # with these two differences equal (-0.5, -0.5) the interval is a point: more concentrated than the null
+    assert nc["more_concentrated_than_null"] is True
+    assert 0.25 <= tok["random"]["mean"] <= 1.0  # 4 tokens: the random profile needs 2-4 of them
+
+
+def test_null_control_skips_pairs_without_a_null_or_distance():
+    mask = [True, False]
+    recs = [_pair([0, 0], [1, 1], mask), _pair([1, 1], None, mask), _pair([1, 0], [0, 1], mask)]
+    nc = null_control(recs)
+    assert nc["responses"] == 1  # the first has no distance, the second no null
+    assert nc["spans"]["target"]["reward"]["mean"] == 1.0 and nc["spans"]["target"]["null"]["mean"] == 0.0
+    assert nc["beats_null_on_span"] == {"target": False}  # one response: no interval, no verdict

@@ -59,8 +59,14 @@ def test_localize_checkpoint_and_report(tmp_path, tiny_model_dir):
     make_runs(results)
     text = write_report(results).read_text()
     assert "## Localization on final checkpoints" in text
-    rows = [line for line in text.splitlines() if line.startswith("| mrtpo-seed1 |")]
+    table, null_table = text.split("## Localization on final checkpoints")[1].split("### Against the null block")
+    rows = [line for line in table.splitlines() if line.startswith("| mrtpo-seed1 |")]
     assert len(rows) == len(summary["rewards"]) >= 1
+    # and one row per reward against its null block (the summary's null_control)
+    null_rows = [
+        line for line in null_table.split("## The paper")[0].splitlines() if line.startswith("| mrtpo-seed1 |")
+    ]
+    assert len(null_rows) == len(summary["null_control"]) == len(summary["rewards"])
     # the heatmap picture, when a browser took it, is linked from the report
     assert ("localization/mrtpo-seed1/heatmap.png" in text) == (kept / "heatmap.png").is_file()
     (kept / "heatmap.png").write_bytes(b"png")

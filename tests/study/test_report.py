@@ -1,6 +1,7 @@
 """``study report`` on small fixture metrics written here (no training)."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,12 @@ STEPS = 6
 SLOPES = {"grpo": 0.02, "gdpo": 0.05, "mrtpo": 0.10, "mrtpo-shuffle": 0.05, "mrtpo-joint": 0.08}
 
 
-def make_study(root, arms=SLOPES, seeds=(1, 2, 3), steps=STEPS):
+SEEDS8 = tuple(range(1, 9))  # the fewest seeds at which Holm over the 4 declared comparisons can reject
+
+
+def make_study(root, arms=SLOPES, seeds=(1, 2, 3), steps=STEPS, heldout=False, provenance=False):
+    """Fixture runs; ``heldout``: a heldout.json per run (total = 1 + 10 x slope + a seed offset, per-prompt
+    totals around it); ``provenance``: run.json with provenance, every run on training path ``aaa``."""
     rng = np.random.default_rng(0)
     (root).mkdir(parents=True, exist_ok=True)
     (root / "study.json").write_text(json.dumps({"name": "fixture", "steps": steps}))
@@ -42,28 +48,121 @@ def make_study(root, arms=SLOPES, seeds=(1, 2, 3), steps=STEPS):
                     f.write(json.dumps(row) + "\n")
             (d / "config.json").write_text(json.dumps({"arm": arm, "seed": seed}))
             (d / "result.json").write_text(json.dumps({"seconds": 1.0}))
+            run = {"cpu_dtype": "bf16"}
+            if provenance:
+                run["provenance"] = {
+                    "commit": "c0ffee" * 7,
+                    "dirty": False,
+                    "training_path": "aaa",
+                    "loadavg": [1, 2, 3],
+                }
+            (d / "run.json").write_text(json.dumps(run))
+            if heldout:
+                total = 1.0 + 10 * SLOPES[arm] + 0.01 * seed
+                (d / "heldout.json").write_text(
+                    json.dumps(
+                        {
+                            "rewards": {"format": total - 1.0, "correct": 1.0},
+                            "total": total,
+                            "per_prompt_total": [total - 0.1, total + 0.1, total],
+                            "responses": 12,
+                            "mean_response_tokens": 50.0,
+                            "truncated_frac": 0.1,
+                        }
+                    )
+                )
     return root
 
 
 def test_report_tables_claims_and_copies(tmp_path):
-    src = make_study(tmp_path / "study")
+    src = make_study(tmp_path / "study", seeds=SEEDS8)
     out = tmp_path / "docs"
     path = write_report(src, out, format_reward="format", threshold=0.6)
     text = path.read_text()
     summary = json.loads((out / "summary.json").read_text())
     verdict = {c["claim"][:2]: c["verdict"] for c in summary["claims"]}
-    assert verdict["2."] == "held"  # constructed: mrtpo > gdpo > grpo in every seed
+    assert verdict["2."] == "held"  # constructed: mrtpo > gdpo > grpo in every one of 8 seeds
     assert verdict["3a"] == "held" and verdict["3b"] == "held"
     assert verdict["5."] == "not resolved"  # identical lengths
+    # without held-out scores the primary endpoint is the summed-reward AUC; 8 seeds all positive: p = 2/2^8,
+    # Holm over the 4 declared comparisons (all at that p) multiplies the smallest by 4
+    assert summary["primary_endpoint"] == "summed reward, training AUC"
+    d = summary["declared"]["mrtpo - gdpo"]
+    assert d["p_signflip"] == pytest.approx(2 / 256) and d["p_holm"] == pytest.approx(4 * 2 / 256)
     # MRTPO's format AUC - GDPO's: (0.10 - 0.05) * mean(1..6) = 0.175
-    p = summary["comparisons"]["mrtpo - gdpo | format"]
-    assert p["mean"] == pytest.approx(0.175, abs=0.01) and p["wins"] == 3
-    assert "| mrtpo | 3 |" in text and "![curves](curves.png)" in text
+    p = summary["comparisons"]["mrtpo - gdpo | format, training AUC"]
+    assert p["mean"] == pytest.approx(0.175, abs=0.01) and p["wins"] == 8
+    assert p["boot_low"] is not None  # 8 seeds: the bootstrap is shown
+    assert "| mrtpo | 8 |" in text and "![curves](curves.png)" in text
     assert (out / "curves.png").stat().st_size > 10_000
     assert (out / "runs" / "mrtpo" / "seed2" / "metrics.jsonl").is_file()
-    assert "1.15" in text  # the MRTPO/GDPO step-time ratio
-    tested = sum(1 for c in summary["comparisons"].values() if c["n"] > 1)
-    assert f"the report makes {tested} paired comparisons with an interval" in text
+    assert summary["step_cost"]["ratio_mean"] == pytest.approx(1.15)  # MRTPO/GDPO, paired within each seed
+    assert "No provenance recorded" in text
+    assert "the same 36 prompts in every seed" not in text and "the first 0 rows" not in text
+
+
+def test_three_seeds_cannot_decide_and_no_bootstrap(tmp_path):
+    src = make_study(tmp_path / "study")
+    text = write_report(src, tmp_path / "out").read_text()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert {c["verdict"] for c in summary["claims"] if c["claim"][:2] in ("2.", "3a", "3b")} == {"not resolved"}
+    assert "smallest possible two-sided p is 2/2^3 = 0.250" in text
+    assert "bootstrap" not in text.split("## Secondary comparisons")[1].split("\n")[2]  # no bootstrap column
+    assert all(p["boot_low"] is None for p in summary["comparisons"].values())
+
+
+def test_heldout_is_the_primary_endpoint(tmp_path):
+    src = make_study(tmp_path / "study", seeds=SEEDS8, heldout=True, provenance=True)
+    text = write_report(src, tmp_path / "out").read_text()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["primary_endpoint"] == "held-out summed reward"
+    d = summary["declared"]["mrtpo - gdpo"]
+    assert d["mean"] == pytest.approx(10 * (0.10 - 0.05))  # seed offsets cancel in the pair
+    # noise floor: per-prompt totals t-0.1, t+0.1, t: se = 0.1 / sqrt(3) per run, sqrt(2) x that for a pair
+    assert d["noise"] == pytest.approx(math.sqrt(2) * 0.1 / math.sqrt(3))
+    assert "## Primary endpoint: held-out summed reward" in text
+    assert "| mrtpo | 8/8 |" in text  # the held-out table
+    assert "held-out format" in text  # per-reward held-out comparisons are secondary
+    assert "Excluded pairs: none" in text and "`aaa`" in text
+
+
+def test_pairs_with_another_training_path_or_dtype_are_excluded(tmp_path, capsys):
+    src = make_study(tmp_path / "study", provenance=True)
+    run = src / "gdpo" / "seed2" / "run.json"
+    rec = json.loads(run.read_text())
+    rec["provenance"]["training_path"] = "bbb"
+    run.write_text(json.dumps(rec))
+    run = src / "grpo" / "seed3" / "run.json"
+    rec = json.loads(run.read_text())
+    rec["cpu_dtype"] = "fp32"
+    run.write_text(json.dumps(rec))
+    cfg = src / "mrtpo-shuffle" / "seed1" / "config.json"
+    cfg.write_text(json.dumps({"base_model": {"weights_sha256": "1" * 64}}))
+    (src / "mrtpo" / "seed1" / "config.json").write_text(json.dumps({"base_model": {"weights_sha256": "2" * 64}}))
+    text = write_report(src, tmp_path / "out").read_text()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["excluded"]["mrtpo - mrtpo-shuffle seed 1"] == "base model weights 222222222222 vs 111111111111"
+    assert summary["excluded"]["mrtpo - gdpo seed 2"] == "training path aaa vs bbb"
+    assert summary["excluded"]["gdpo - grpo seed 3"] == "dtype bf16 vs fp32"
+    assert summary["declared"]["mrtpo - gdpo"]["n"] == 2 and summary["declared"]["mrtpo - mrtpo-shuffle"]["n"] == 2
+    assert summary["declared"]["mrtpo - mrtpo-joint"]["n"] == 3
+    assert "**Excluded pairs**" in text and "mrtpo / gdpo seed 2 (training path aaa vs bbb)" in text
+    assert "not paired: mrtpo / gdpo seed 2: training path aaa vs bbb" in capsys.readouterr().err
+
+
+def test_declared_comparisons_and_prompts_seen(tmp_path, capsys):
+    src = make_study(tmp_path / "study")
+    (src / "prompts").mkdir()
+    for seed, ids in ((1, ["a", "b", "c"]), (2, ["c", "d", "e"]), (3, ["c", "f", "f"])):
+        (src / "prompts" / f"seed{seed}.json").write_text(json.dumps({"seed": seed, "ids": ids}))
+    write_report(src, tmp_path / "out", comparisons="mrtpo:grpo")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert list(summary["declared"]) == ["mrtpo - grpo"] and summary["declared_source"] == "--comparisons"
+    assert summary["declared"]["mrtpo - grpo"]["p_holm"] == pytest.approx(0.25)  # one comparison: Holm = raw p
+    assert summary["prompts"] == {"per_seed": {"1": 3, "2": 3, "3": 2}, "distinct_all": 6, "in_every_seed": 1}
+    assert (tmp_path / "out" / "prompts" / "seed2.json").is_file()
+    assert main(["report", str(src), "--comparisons", "mrtpo:ppo"]) == 2
+    assert "--comparisons 'mrtpo:ppo'" in capsys.readouterr().err
 
 
 def test_interval_ends_near_zero_keep_their_sign_and_size():
@@ -100,3 +199,25 @@ def test_empty_folder_and_cli_errors(tmp_path, capsys):
     src = make_study(tmp_path / "s")
     assert main(["report", str(src), "--format-reward", "format"]) == 0
     assert "report:" in capsys.readouterr().out
+
+
+def test_comparisons_from_the_config(tmp_path):
+    src = make_study(tmp_path / "study")
+    (src / "study.json").write_text(json.dumps({"name": "fixture", "steps": STEPS, "comparisons": ["gdpo:grpo"]}))
+    write_report(src, tmp_path / "out")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert list(summary["declared"]) == ["gdpo - grpo"] and summary["declared_source"].startswith("the config")
+
+
+@pytest.mark.parametrize("name", ["if-smollm2-cpu", "if-smollm2-cpu-pilot"])
+def test_committed_reports_regenerate_byte_for_byte(tmp_path, name):
+    """The committed reports are what ``study report`` makes of their committed runs (the commands in notes.md)."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "docs" / "results" / name
+    argv = ["report", str(folder), "--out", str(tmp_path), "--notes", str(folder / "notes.md")]
+    argv += ["--probe", str(folder.parent / "probe" / "instruction_study_train_96.json")]
+    argv += ["--format-reward", "startend:end_checker", "--threshold", "0.5"]
+    assert main(argv) == 0
+    assert (tmp_path / "report.md").read_text() == (folder / "report.md").read_text()
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads((folder / "summary.json").read_text())

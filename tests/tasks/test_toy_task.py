@@ -161,7 +161,9 @@ def test_diagnostics(toy, tmp_path):
         )
         == 0
     )
-    recs = read_jsonl(out / "relevance.jsonl")
+    everything = read_jsonl(out / "relevance.jsonl")
+    recs = [r for r in everything if r.get("null") is not True]
+    assert {r["response_index"] for r in everything if r.get("null") is True} == {0, 1}  # the null block, each
     assert [(r["reward"], r["value"]) for r in recs] == [
         ("format", 1.0),
         ("match", 1.0),
