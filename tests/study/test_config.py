@@ -56,6 +56,8 @@ def test_arm_seeds_restrict_an_arm():
         ({"arm_seeds": {"gdpo": [3]}}, "subset of seeds"),
         ({"heldout": "nope.jsonl"}, "heldout"),
         ({"heldout_samples": 0}, "heldout_samples"),
+        ({"comparisons": ["mrtpo:grpo"]}, "comparisons"),
+        ({"comparisons": ["mrtpo"]}, "comparisons"),
     ],
 )
 def test_bad_configs_name_the_problem(change, message):
