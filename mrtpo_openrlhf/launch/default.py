@@ -1,6 +1,7 @@
 """The embedded default: MRTPO through the real OpenRLHF path on CPU, on SmolLM2-135M-Instruct and bundled data.
 
     python -m mrtpo_openrlhf.launch.default --task sql [--estimator mrtpo|gdpo|group_norm] [--steps 3] [--out DIR]
+        [any flag of mrtpo_openrlhf.cli.train_ppo_ray, e.g. --logger.tensorboard_dir DIR: appended, so it wins]
 
 (``bash examples/scripts/train_mrtpo_sql.sh`` on a machine without a GPU runs this.) It prints the CPU dtype
 (``MRTPO_CPU_DTYPE=auto|bf16|fp32``; auto: bf16 only on a CPU with bf16 instructions, see docs/cpu.md),
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m mrtpo_openrlhf.launch.default",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # an upstream flag such as --data.max_len must never be read as an abbreviation of ours
     )
     ap.add_argument("--task", choices=sorted(TASKS), default="sql")
     ap.add_argument("--estimator", choices=["mrtpo", "gdpo", "group_norm"], default="mrtpo")
@@ -126,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=None, help="optional wall limit in seconds (default: none)")
     ap.add_argument("--dry-run", action="store_true")
-    args = ap.parse_args(argv)
+    args, upstream_flags = ap.parse_known_args(argv)
+    if upstream_flags and not upstream_flags[0].startswith("--"):
+        ap.error(f"unrecognized argument {upstream_flags[0]!r} (flags of the training CLI start with --)")
 
     out = (args.out or REPO_ROOT / "runs" / f"{args.estimator}-{args.task}-cpu").resolve()
     try:  # the runner resolves the same MRTPO_CPU_DTYPE again (same environment, same CPU) and records it
@@ -144,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model = Path(args.model)
         if not model.exists():
-            ap.error(f"--model {model}: no such folder")
+            ap.error(f"--model {model}: no such folder (the CPU demo takes 'smollm2' or a local model folder)")
     if args.data is not None and not args.data.is_file():
         ap.error(f"--data {args.data}: no such file")
     flags = mrtpo_cpu_args(
@@ -160,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         args.warmup_steps,
         args.data,
     )
+    flags += upstream_flags  # after ours: the training CLI's parser keeps the last value given
     print(
         f"[mrtpo] {args.estimator} on {args.task}: {args.steps} steps x {args.prompts_per_step} prompts x "
         f"{args.samples_per_prompt} samples, model {model}, run folder {out}",
