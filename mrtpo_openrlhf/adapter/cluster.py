@@ -103,7 +103,8 @@ def hook_ray_init(flat: Any, check_gpus: bool = True) -> None:
     ``check_gpus`` the run stops with one line where the cluster it joined has fewer GPUs than the flags need."""
     import ray
 
-    original: Callable[..., Any] = getattr(ray.init, "__wrapped__", ray.init)
+    # ray.init is itself a decorated function (its __wrapped__ is the bare one): keep the decorated original
+    original: Callable[..., Any] = getattr(ray.init, "_mrtpo_original", ray.init)
 
     @functools.wraps(original)
     def init(*args, **kwargs):
@@ -117,4 +118,5 @@ def hook_ray_init(flat: Any, check_gpus: bool = True) -> None:
                 sys.exit(reason)
         return context
 
+    init._mrtpo_original = original
     ray.init = init

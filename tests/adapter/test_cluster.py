@@ -2,6 +2,7 @@
 MRTPO variables added to upstream's runtime env. Flags go through upstream's own parser (``parse_upstream``)."""
 
 import os
+from types import SimpleNamespace
 
 import pytest
 from test_args import BASE, parse_upstream
@@ -71,3 +72,44 @@ def test_forwarded_variables_join_upstream_runtime_env(tmp_path, monkeypatch):
 def test_unset_variables_are_not_forwarded(value):
     environ = {} if value is None else {"MRTPO_METRICS_JSONL": value}
     assert with_forwarded_env({"env_vars": {"A": "1"}}, environ) == {"env_vars": {"A": "1"}}
+
+
+def test_hooked_ray_init_forwards_and_checks_right_after_joining(monkeypatch):
+    """``hook_ray_init`` around a stand-in for Ray's own ``ray.init`` and ``cluster_resources`` (no Ray started
+    here; the real join runs in tests/cpu/test_cluster_paths.py): upstream's runtime env gains the forwarded
+    variables, a cluster short of GPUs ends the driver with the one line, hooking twice wraps Ray's init once."""
+    import ray
+
+    from mrtpo_openrlhf.adapter.cluster import hook_ray_init
+
+    # parsed first: parse_upstream undoes the monkeypatches made before it (the stand-ins below go at teardown)
+    args = flat(monkeypatch, "--actor.num_gpus_per_node", "8", "--vllm.num_engines", "8", "--train.colocate_all")
+    calls, resources = [], {"GPU": 4.0}
+
+    def joined(*args, **kwargs):
+        calls.append(kwargs)
+        return SimpleNamespace(address_info={"gcs_address": "10.0.0.1:6379"})
+
+    monkeypatch.setattr(ray, "init", joined)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: resources)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    monkeypatch.setenv("MRTPO_METRICS_JSONL", "/shared/run/metrics.jsonl")
+    monkeypatch.delenv("MRTPO_SKIP_GPU_CHECK", raising=False)
+    hook_ray_init(args)
+    hook_ray_init(args)
+    assert ray.init._mrtpo_original is joined
+    with pytest.raises(SystemExit) as stop:
+        ray.init(runtime_env={"env_vars": {"NCCL_DEBUG": "WARN"}})
+    assert str(stop.value).startswith("mrtpo: the Ray cluster at 10.0.0.1:6379 has 4 GPUs, the flags need 8")
+    assert calls == [
+        {"runtime_env": {"env_vars": {"NCCL_DEBUG": "WARN", "MRTPO_METRICS_JSONL": "/shared/run/metrics.jsonl"}}},
+        "shutdown",
+    ]
+    resources["GPU"] = 8.0
+    assert ray.init(runtime_env={}).address_info["gcs_address"] == "10.0.0.1:6379"
+    resources["GPU"] = 0.0
+    monkeypatch.setenv("MRTPO_SKIP_GPU_CHECK", "1")
+    ray.init()  # an autoscaling cluster: no check
+    monkeypatch.delenv("MRTPO_SKIP_GPU_CHECK")
+    hook_ray_init(args, check_gpus=False)  # the CPU layer's fake GPUs are not counted
+    ray.init()
