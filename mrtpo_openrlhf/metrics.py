@@ -11,6 +11,7 @@ import json
 import math
 import numbers
 import os
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -39,18 +40,29 @@ def append_step(path: str | os.PathLike, step: int, logs: Mapping[str, Any]) -> 
     return record
 
 
-def truncate_after(path: str | os.PathLike, step: int) -> int:
-    """Keep only the rows of ``path`` with ``step <= step`` (a resumed run logs the later steps again); returns
-    how many rows were dropped. A missing file is left missing."""
+def continue_at(path: str | os.PathLike, step: int) -> tuple[int, Path | None]:
+    """Make ``path`` continue at ``step`` (the checkpoint a run resumes from; 0 for a fresh start): the rows of later
+    steps, which the run logs again, move to ``<path>.superseded-<UTC time>`` in their order, never deleted (a crash
+    before the first checkpoint, or a checkpoint the trainer cannot see, must not cost the logged steps).
+
+    Returns (rows moved, the file they went to, or None when none moved). A missing file is left missing.
+    """
     path = Path(path)
     if not path.exists():
-        return 0
+        return 0, None
     rows = read_metrics(path)
+    later = [row for row in rows if int(row.get("step", 0)) > step]
+    if not later:
+        return 0, None
+    aside = path.with_name(f"{path.name}.superseded-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
+    while aside.exists():  # two restarts within a second
+        aside = aside.with_name(aside.name + "+")
+    aside.write_text("".join(json.dumps(row) + "\n" for row in later), encoding="utf-8")
     kept = [row for row in rows if int(row.get("step", 0)) <= step]
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
     os.replace(tmp, path)
-    return len(rows) - len(kept)
+    return len(later), aside
 
 
 def read_metrics(path: str | os.PathLike) -> List[Dict[str, Any]]:

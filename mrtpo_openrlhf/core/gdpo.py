@@ -1,11 +1,13 @@
 """GDPO's response-level pieces on a reward matrix: per-reward group normalization, the weighted sum, the batch
-statistics, SAW's reward weights. ``estimators.response_advantages`` composes them.
+statistics, SAW's reward weights, fixed per-reward weights. ``estimators.response_advantages`` composes them.
 
 Rows ``g*n .. g*n+n-1`` form one prompt's group. GDPO follows NVIDIA's reference: eps = 1e-4 in both steps,
 Bessel-corrected std.
 """
 
 from __future__ import annotations
+
+from typing import Mapping, Sequence
 
 import torch
 
@@ -72,6 +74,16 @@ def weighted_sum(adv: torch.Tensor, weights: torch.Tensor | None = None) -> torc
     if weights is None:
         return adv.sum(dim=-1)
     return (adv * weights.to(adv)).sum(dim=-1)
+
+
+def fixed_reward_weights(names: Sequence[Sequence[str]], weights: Mapping[str, float]) -> torch.Tensor:
+    """(N, K) float32 fixed weights (``--algo.mrtpo.reward_weights``): ``weights[name]`` for each (row, reward) of
+    that name, 1 for a name not listed (and for padding)."""
+    k = max((len(row) for row in names), default=0)
+    return torch.tensor(
+        [[float(weights.get(name, 1.0)) for name in row] + [1.0] * (k - len(row)) for row in names],
+        dtype=torch.float32,
+    ).reshape(len(names), k)
 
 
 def saw_weights(

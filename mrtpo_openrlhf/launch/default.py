@@ -1,6 +1,7 @@
 """The embedded default: MRTPO through the real OpenRLHF path on CPU, on SmolLM2-135M-Instruct and bundled data.
 
     python -m mrtpo_openrlhf.launch.default --task sql [--estimator mrtpo|gdpo|group_norm] [--steps 3] [--out DIR]
+        [any flag of mrtpo_openrlhf.cli.train_ppo_ray, e.g. --logger.tensorboard_dir DIR: appended, so it wins]
 
 (``bash examples/scripts/train_mrtpo_sql.sh`` on a machine without a GPU runs this.) It first runs the CLI's
 pre-flight check of the data, labels and reward (``--preflight-only``; exit 2 on a problem, before any Ray head
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m mrtpo_openrlhf.launch.default",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # an upstream flag such as --data.max_len must never be read as an abbreviation of ours
     )
     ap.add_argument("--task", choices=sorted(TASKS), default="sql")
     ap.add_argument("--estimator", choices=["mrtpo", "gdpo", "group_norm"], default="mrtpo")
@@ -136,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=None, help="optional wall limit in seconds (default: none)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands and run only the pre-flight check")
-    args = ap.parse_args(argv)
+    args, upstream_flags = ap.parse_known_args(argv)
+    if upstream_flags and not upstream_flags[0].startswith("--"):
+        ap.error(f"unrecognized argument {upstream_flags[0]!r} (flags of the training CLI start with --)")
 
     out = (args.out or REPO_ROOT / "runs" / f"{args.estimator}-{args.task}-cpu").resolve()
     try:  # the runner resolves the same MRTPO_CPU_DTYPE again (same environment, same CPU) and records it
@@ -154,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model = Path(args.model).resolve()  # the run's working directory is its run folder
         if not model.exists():
-            ap.error(f"--model {args.model}: no such folder")
+            ap.error(f"--model {model}: no such folder (the CPU demo takes 'smollm2' or a local model folder)")
     if args.data is not None and not args.data.is_file():
         ap.error(f"--data {args.data}: no such file")
     data = args.data.resolve() if args.data is not None else None
@@ -171,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         args.warmup_steps,
         data,
     )
+    flags += upstream_flags  # after ours: the training CLI's parser keeps the last value given
     print(
         f"[mrtpo] {args.estimator} on {args.task}: {args.steps} steps x {args.prompts_per_step} prompts x "
         f"{args.samples_per_prompt} samples, model {model}, run folder {out}",

@@ -484,7 +484,7 @@ def run_openrlhf_cpu(
     for lock in clear_stale_build_locks(env["TORCH_EXTENSIONS_DIR"]):
         print(f"[mrtpo.launch] removed a stale build lock (a killed extension build left it): {lock}", flush=True)
     if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
-        metrics_path.unlink()  # metrics of this run only (a resumed run keeps them: the trainer truncates them)
+        metrics_path.unlink()  # metrics of this run only (a resumed run keeps them: the trainer continues them)
     (workdir / "run.json").write_text(
         json.dumps(dict(dtype_info, module=module, provenance=provenance()), indent=2) + "\n"
     )

@@ -46,6 +46,14 @@ SPANS_KEY = "mrtpo_reward_spans"
 BAD_LABEL = "bad label"
 VERIFIER_ERROR = "verifier error"
 
+# Optional: the reward function cannot score on the node it runs on (``SetupError``); the samples generator stops
+# the run with this text instead of training on zeros.
+SETUP_ERROR_KEY = "mrtpo_setup_error"
+
+
+class SetupError(Exception):
+    """What a reward function needs is missing where it runs (a database on this rollout node): not a 0 reward."""
+
 
 @dataclass
 class RewardItem:
@@ -216,15 +224,28 @@ def block_spans(items: Sequence[RewardItem], prompt: str) -> list[list[int] | No
     return spans
 
 
+def setup_error_result(message: str, n: int) -> dict[str, Any]:
+    """The answer of a reward function that hit a ``SetupError``: zeros, and the message under SETUP_ERROR_KEY
+    (upstream swallows a raised exception into a missing reward, so it travels in-band)."""
+    import torch
+
+    zeros = torch.zeros(n, dtype=torch.float32)
+    logs = {SETUP_ERROR_KEY: message if n == 1 else [message] * n}
+    return {"rewards": zeros, "scores": zeros.clone(), "extra_logs": logs}
+
+
 def make_reward_func(
     score_one: Callable[[str, str, Any], RewardVector],
     fallback_names: Callable[[Any], Sequence[str]],
+    check_label: Callable[[Any], None] | None = None,
 ) -> Callable[..., dict[str, Any]]:
     """Build an OpenRLHF ``reward_func(queries, prompts, labels)`` from a per-response scorer.
 
     OpenRLHF passes one-element lists; longer lists are scored too, but then only the batch's
     totals and scores are tensors of length B and the MRTPO keys hold lists of per-response lists.
     Arguments that are not three equal-length lists raise (``check_batch_arguments``).
+    ``check_label(label)`` raises ``SetupError`` where this node cannot score the label (the call then answers
+    ``setup_error_result``, which stops the run); the scorer itself never sees such a label.
     """
 
     seen_log_keys: dict[str, None] = {}  # numeric log keys of this task's successful calls, in order
@@ -238,6 +259,12 @@ def make_reward_func(
 
     def reward_func(queries, prompts, labels, **_: Any) -> dict[str, Any]:
         queries, prompts, labels = check_batch_arguments(queries, prompts, labels)
+        try:
+            for label in labels if check_label is not None else ():
+                check_label(label)
+        except SetupError as exc:
+            logger.error("%s", exc)
+            return setup_error_result(str(exc), len(queries))
         vecs = [score(query, prompt, label) for query, prompt, label in zip(queries, prompts, labels)]
         if len(vecs) == 1:
             return to_openrlhf(vecs[0])

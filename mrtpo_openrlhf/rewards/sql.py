@@ -56,13 +56,21 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, refuse_same_file, require_fields, write_jsonl
-from mrtpo_openrlhf.rewards.contract import BAD_LABEL, RewardItem, RewardVector, label_object, make_reward_func
+from mrtpo_openrlhf.rewards.contract import (
+    BAD_LABEL,
+    RewardItem,
+    RewardVector,
+    SetupError,
+    label_object,
+    make_reward_func,
+)
 from mrtpo_openrlhf.verifiers.response import oversize_reason
 from mrtpo_openrlhf.verifiers.sql import (
     DEFAULT_MAX_ROWS,
@@ -328,7 +336,28 @@ def score_sql(
     return RewardVector([format_item, exec_item, exec_match_item], primary=PRIMARY_REWARD, logs=logs)
 
 
-reward_func = make_reward_func(score_sql, lambda label: SQL_REWARD_NAMES)
+_FOUND_DATABASES: set[Path] = set()  # this process's databases already seen (one stat per database)
+
+
+def require_database(label: Any) -> None:
+    """Training's check of a label (``make_reward_func``'s ``check_label``): its database missing on this node is a
+    ``SetupError`` that stops the run, naming the path and the node. Scored, it would zero ``executable`` and
+    ``execution`` on every response to it, and only the format reward would train, silently."""
+    try:
+        path = parse_label(label).db_path
+    except ValueError:
+        return  # a bad label scores with its reason
+    if path in _FOUND_DATABASES:
+        return
+    if not path.is_file():
+        raise SetupError(
+            f"reward_funcs/sql.py on {socket.gethostname()}: SQL database not found: {path} (every rollout node "
+            f"must read the databases the data names: put them on shared storage, or set {DB_ROOT_ENV})"
+        )
+    _FOUND_DATABASES.add(path)
+
+
+reward_func = make_reward_func(score_sql, lambda label: SQL_REWARD_NAMES, require_database)
 
 
 def example_responses(row: dict) -> list[str]:

@@ -13,6 +13,7 @@ def make_args(
     use_kl_loss=True,
     weighting="none",
     temperature=0.9,
+    reward_weights=(),
 ):
     return SimpleNamespace(
         algo=SimpleNamespace(
@@ -26,6 +27,7 @@ def make_args(
                 cap=cap,
                 placement=placement,
                 reward_weighting=weighting,
+                reward_weights=reward_weights,
                 eps=1e-4,
                 replay_micro_batch_size=3,
                 chunk_size=5,

@@ -2,6 +2,7 @@
 
 import argparse
 import runpy
+from types import SimpleNamespace
 
 import pytest
 
@@ -181,3 +182,28 @@ def test_flags_without_effect_are_warned_about(monkeypatch, capsys, estimator, e
     flags = lines[0].split(" have no effect")[0].split(" has no effect")[0].split("warning: ")[1].split(", ")
     assert flags == warned
     assert f"--algo.advantage.estimator {estimator}" in lines[0]
+
+
+def test_reward_weights_flag_parses_and_reaches_the_settings(monkeypatch):
+    from mrtpo_openrlhf.core import MethodSettings
+
+    args = parse_upstream(
+        BASE + ["--algo.advantage.estimator", "gdpo", "--algo.mrtpo.reward_weights", "format=0.5,execution=2"],
+        monkeypatch,
+    )
+    assert vars(args)["algo.mrtpo.reward_weights"] == (("format", 0.5), ("execution", 2.0))
+    flat = SimpleNamespace(
+        algo=SimpleNamespace(mrtpo=SimpleNamespace(reward_weights=(("format", 0.5),))),
+        reward=SimpleNamespace(clip_range=None),
+    )
+    assert MethodSettings.from_args(flat).reward_weights == (("format", 0.5),)
+    default = parse_upstream(BASE + ["--algo.advantage.estimator", "mrtpo"], monkeypatch)
+    assert vars(default)["algo.mrtpo.reward_weights"] == ()
+
+
+def test_bad_reward_weights_name_the_flag(monkeypatch, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_upstream(BASE + ["--algo.mrtpo.reward_weights", "format=-1"], monkeypatch)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--algo.mrtpo.reward_weights" in err and "format: weight must be a finite number >= 0" in err

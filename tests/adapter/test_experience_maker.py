@@ -652,3 +652,29 @@ def test_advantage_dump(monkeypatch, tmp_path, tiny_llama, char_tokenizer):
             if "q" in kept:  # (K, response length): what the ranks returned for the request kept beside it
                 assert kept["q"].shape[1] == len(kept["replay_request"].response_ids) and (kept["q"] >= 0).all()
             assert dumped["rows"][g]["advantages"].mean().item() == pytest.approx(dumped["rows"][g]["gdpo"], abs=1e-4)
+
+
+def test_fixed_reward_weights_through_the_experience_maker(tiny_llama, char_tokenizer):
+    """``--algo.mrtpo.reward_weights``: each reward's A weighted by its name's fixed weight on GDPO's response level
+    (naive loop reference), the weights recorded in the metrics."""
+    import naive_reference as ref
+
+    samples = rollout(21)
+    R, _ = rewards_in_order(samples)
+    w = {"format": 0.25, "executable": 1.0, "execution": 3.0}
+    m = maker(
+        make_args(estimator="gdpo", reward_weights=(("format", 0.25), ("execution", 3.0))), tiny_llama, char_tokenizer
+    )
+    out = {
+        g: e.advantages[row][e.action_mask[row].bool()]
+        for e in m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+        for row, g in enumerate(e.index)
+    }
+    A = ref.group_advantages(R.tolist(), 4)
+    S = [sum(w[NAMES[k]] * A[g][k] for k in range(3)) for g in range(len(R))]
+    level = [row[0] for row in ref.batch_step([[x] for x in S], S)]
+    for g, vals in out.items():
+        assert torch.allclose(vals, torch.tensor(level[g]), atol=1e-4), g
+    metrics = m.pop_metrics()
+    assert metrics["mrtpo/reward_weight/format"] == 0.25 and metrics["mrtpo/reward_weight/execution"] == 3.0
+    assert "mrtpo/reward_weight/executable" not in metrics  # not named: weight 1, nothing to record

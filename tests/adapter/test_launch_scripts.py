@@ -5,6 +5,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from test_args import parse_upstream
@@ -86,3 +87,161 @@ def test_gpu_script_without_data_says_how_to_make_it(tmp_path):
     env.update(PATH=f"{fake}:{os.environ['PATH']}", DRY_RUN="1")
     res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
     assert res.returncode != 0 and "mrtpo_openrlhf.rewards.sql convert" in res.stderr
+
+
+REPO = SCRIPTS.parents[1]
+
+
+def script_env(tmp_path, **overrides):
+    """The environment of a user without GPUs (no nvidia-smi on PATH) and without any layout variable set; the
+    scripts run this worktree's package (PYTHONPATH), whatever the virtualenv has installed."""
+    drop = {"NUM_NODES", "NUM_GPUS", "VLLM_TP", "TRAIN_BATCH", "RUN_NAME", "ROLLOUT_BATCH", "N_SAMPLES", "RESUME"}
+    drop |= {"RAY_JOB_ADDRESS", "MRTPO_GPU", "MRTPO_CPU", "DRY_RUN", "MODEL", "DATA", "OUT", "BETA", "PLACEMENT"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists())
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    env.update(overrides)
+    return env
+
+
+def gpu_command(tmp_path, monkeypatch, script="train_mrtpo_sql.sh", args=(), **overrides):
+    env = script_env(tmp_path, MRTPO_GPU="1", DRY_RUN="print", DATA=str(tmp_path / "rows.jsonl"), **overrides)
+    res = subprocess.run(["bash", str(SCRIPTS / script), *args], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    line = res.stdout.strip().splitlines()[-1]
+    return res.stdout, line, vars(parse_upstream(shlex.split(line)[3:], monkeypatch))
+
+
+@pytest.mark.parametrize("nodes, gpus", [(1, 8), (2, 8), (4, 8)])
+def test_gpu_layouts_dry_run(tmp_path, monkeypatch, nodes, gpus):
+    """Issue 26 item 7: NUM_NODES x NUM_GPUS; the batch sizes come out whole on every GPU and the cluster check
+    (``adapter.cluster.gpus_needed``) asks for exactly those GPUs."""
+    from mrtpo_openrlhf.adapter.cluster import gpus_needed
+
+    _, _, args = gpu_command(tmp_path, monkeypatch, NUM_NODES=str(nodes), NUM_GPUS=str(gpus))
+    world = nodes * gpus
+    assert args["actor.num_nodes"] == args["ref.num_nodes"] == nodes
+    assert args["actor.num_gpus_per_node"] == args["ref.num_gpus_per_node"] == gpus
+    assert args["vllm.num_engines"] * args["vllm.tensor_parallel_size"] == world
+    responses = args["rollout.batch_size"] * args["rollout.n_samples_per_prompt"]
+    assert responses == args["train.batch_size"] == 512
+    per_gpu = args["train.batch_size"] // world
+    assert args["train.batch_size"] % world == 0 and per_gpu % args["train.micro_batch_size"] == 0
+    # DeepSpeed's gradient accumulation (upstream's formula) is whole, upstream's rollout assertion holds
+    assert (
+        args["train.batch_size"] // args["train.micro_batch_size"] // world * args["train.micro_batch_size"] * world
+        == 512
+    )
+    assert (
+        responses // args["rollout.micro_batch_size"] >= world
+        and (responses // world) % args["rollout.micro_batch_size"] == 0
+    )
+    assert gpus_needed(SimpleNamespace(**args))[0] == world
+
+
+@pytest.mark.parametrize(
+    "layout, hint",
+    [
+        ({"NUM_GPUS": "6"}, "set ROLLOUT_BATCH to a multiple of 3 (e.g. 63 or 66)"),
+        ({"NUM_NODES": "3", "NUM_GPUS": "8"}, "set ROLLOUT_BATCH to a multiple of 3 (e.g. 63 or 66)"),
+        ({"NUM_GPUS": "8", "TRAIN_BATCH": "100"}, "does not divide the 512 responses of a step"),
+        ({"NUM_GPUS": "6", "TRAIN_BATCH": "256"}, "set TRAIN_BATCH to a multiple of 6"),
+        ({"NUM_NODES": "two"}, "NUM_NODES must be a positive whole number, got 'two'"),
+        ({"VLLM_TP": "3"}, "VLLM_TP 3 does not divide the 8 GPUs"),
+    ],
+)
+def test_gpu_counts_that_do_not_divide_the_batch_stop_with_one_line(tmp_path, layout, hint):
+    env = script_env(tmp_path, MRTPO_GPU="1", DRY_RUN="print", DATA=str(tmp_path / "rows.jsonl"), **layout)
+    res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode == 2 and res.stdout == ""
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("[mrtpo] ") and hint in line
+
+
+@pytest.mark.parametrize(
+    "layout", [{"NUM_GPUS": "6", "ROLLOUT_BATCH": "48"}, {"NUM_NODES": "3", "ROLLOUT_BATCH": "66"}]
+)
+def test_the_suggested_batch_works(tmp_path, monkeypatch, layout):
+    _, _, args = gpu_command(tmp_path, monkeypatch, **layout)
+    world = args["actor.num_nodes"] * args["actor.num_gpus_per_node"]
+    assert args["train.batch_size"] % (world * args["train.micro_batch_size"]) == 0
+
+
+def test_cluster_submission_never_runs_the_cpu_demo(tmp_path, monkeypatch):
+    """Issue 26 item 1: RAY_JOB_ADDRESS on a login node without nvidia-smi (MRTPO_CPU=1 even, as the CPU layer sets
+    it) takes the GPU command line, never the local demo; the job's paths are named inside the shipped repo."""
+    env = script_env(
+        tmp_path, RAY_JOB_ADDRESS="http://127.0.0.1:9", MRTPO_CPU="1", DRY_RUN="print", OUT=str(tmp_path / "shared"),
+        DATA=str(REPO / "mrtpo_openrlhf" / "data" / "sql" / "train_mini.jsonl"), MODEL="Qwen/Qwen2.5-Coder-3B-Instruct",
+    )  # fmt: skip
+    res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    argv = shlex.split(res.stdout.strip().splitlines()[-1])
+    assert argv[:3] == ["python", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"] and "CPU embedded default" not in res.stdout
+    args = vars(parse_upstream(argv[3:], monkeypatch))
+    assert args["reward.remote_url"] == "reward_funcs/sql.py"
+    assert args["data.prompt_dataset"] == "mrtpo_openrlhf/data/sql/train_mini.jsonl"
+    assert args["actor.model_name_or_path"] == "Qwen/Qwen2.5-Coder-3B-Instruct"  # a hub id stays as it is
+    assert args["ckpt.path"] == str(tmp_path / "shared" / "ckpt")
+    # without OUT the checkpoints and metrics would land on whichever node: one line asks for shared storage
+    env.pop("OUT")
+    res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "set OUT" in res.stderr
+
+
+def test_relaunch_resumes_by_default_and_paths_are_normalised(tmp_path, monkeypatch):
+    """Issue 26 item 4 (the command form: upstream resumes where a checkpoint is, else starts at step 0) and issue 27
+    (printed paths without ``examples/scripts/../../``; a relative OUT made absolute against the caller's folder)."""
+    out, line, args = gpu_command(tmp_path, monkeypatch, OUT="runs/../my-run")
+    assert args["ckpt.load_enable"] is True and args["ckpt.path"] == str(tmp_path / "my-run" / "ckpt")
+    assert args["reward.remote_url"] == str(REPO / "reward_funcs" / "sql.py")
+    assert "/../" not in out and "/./" not in out
+    assert f"metrics: {tmp_path / 'my-run' / 'metrics.jsonl'}" in out
+    _, _, fresh = gpu_command(tmp_path, monkeypatch, RESUME="0")
+    assert fresh["ckpt.load_enable"] is False
+
+
+def test_reward_weights_reach_the_gpu_command(tmp_path, monkeypatch):
+    _, _, args = gpu_command(tmp_path, monkeypatch, REWARD_WEIGHTS="format=0.5,execution=2")
+    assert args["algo.mrtpo.reward_weights"] == (("format", 0.5), ("execution", 2.0))
+
+
+def cpu_dry_run(tmp_path, monkeypatch, args=(), **overrides):
+    """The CPU branch up to the command it would run (launch.default --dry-run: no Ray, no training)."""
+    from mrtpo_openrlhf.models import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "model", seed=0)
+    env = script_env(tmp_path, MRTPO_CPU="1", MODEL=str(model), **overrides)
+    res = subprocess.run(
+        ["bash", str(SCRIPTS / "train_mrtpo_sql.sh"), "--dry-run", *args],
+        env=env, capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    (line,) = [x for x in res.stdout.splitlines() if "-m mrtpo_openrlhf.cli.train_ppo_ray" in x]
+    argv = shlex.split(line.split(" && ", 1)[1])
+    argv = argv[argv.index("mrtpo_openrlhf.cli.train_ppo_ray") + 1 :]
+    return model, vars(parse_upstream(argv, monkeypatch))
+
+
+def test_cpu_branch_takes_the_documented_variables_and_extra_flags(tmp_path, monkeypatch):
+    """Issue 27: MODEL, DATA, OUT, BETA (and the other method settings) work on the CPU branch, and extra flags pass
+    through to the training CLI as on the GPU branch (``--logger.tensorboard_dir`` was refused)."""
+    data = REPO / "mrtpo_openrlhf" / "data" / "sql" / "train_mini.jsonl"
+    model, args = cpu_dry_run(
+        tmp_path, monkeypatch, ["--logger.tensorboard_dir", str(tmp_path / "tb"), "--algo.mrtpo.cap", "2"],
+        DATA=str(data), OUT=str(tmp_path / "out"), BETA="0.3", PLACEMENT="joint", LR="1e-5", REWARD_WEIGHTS="format=2",
+    )  # fmt: skip
+    assert args["actor.model_name_or_path"] == str(model) and args["data.prompt_dataset"] == str(data)
+    assert args["ckpt.output_dir"] == str(tmp_path / "out" / "model")
+    assert args["algo.mrtpo.beta"] == 0.3 and args["algo.mrtpo.placement"] == "joint"
+    assert args["actor.adam.lr"] == 1e-5 and args["algo.mrtpo.reward_weights"] == (("format", 2.0),)
+    assert args["logger.tensorboard_dir"] == str(tmp_path / "tb") and args["algo.mrtpo.cap"] == 2.0
+
+
+@pytest.mark.parametrize("var", ["NUM_GPUS", "NUM_NODES", "TRAIN_BATCH"])
+def test_cpu_branch_refuses_what_does_not_apply_in_one_line(tmp_path, var):
+    env = script_env(tmp_path, MRTPO_CPU="1", **{var: "8"})
+    res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode == 2 and res.stdout == ""
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"[mrtpo] {var} does not apply to the CPU embedded default") and "MRTPO_GPU=1" in line

@@ -206,9 +206,10 @@ def test_good_run_and_reward_server(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert problem_lines(res.stderr) == [ln for ln in res.stderr.splitlines() if ln.startswith("preflight: ok in ")]
     assert "3 rewards (format=1, executable=1, execution=1)" in res.stderr  # the reference answer, scored
-    srv, thread = reward_server.start_in_thread("sql", port=0)
+    srv, thread = reward_server.start_in_thread("sql", port=0, workers=1)
+    port = srv.server_address[1]  # the socket is closed after shutdown
     try:
-        url = f"http://127.0.0.1:{srv.server_address[1]}/get_reward"
+        url = f"http://127.0.0.1:{port}/get_reward"
         served = run(tmp_path, [*CLI, *flags(SQL_ROWS, url), "--preflight-only"])
     finally:
         srv.shutdown()
@@ -220,7 +221,7 @@ def test_good_run_and_reward_server(tmp_path):
     dead = run(tmp_path, [*CLI, *flags(SQL_ROWS, url), "--preflight-only"])
     assert dead.returncode == 2
     (line,) = problem_lines(dead.stderr)
-    assert line.startswith(f"preflight: --reward.remote_url {url}: http://127.0.0.1:{srv.server_address[1]}/health")
+    assert line.startswith(f"preflight: --reward.remote_url {url}: http://127.0.0.1:{port}/health")
 
 
 def test_check_time_on_bundled_sets(monkeypatch, capsys):

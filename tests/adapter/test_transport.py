@@ -89,3 +89,18 @@ def test_json_list_reward_without_mrtpo_keys():
     with pytest.raises(ValueError, match="one reward per response"):
         resp["reward"] = [0.5, 1.0]
         gen._process_response_into_experience(resp, max_len=64)
+
+
+def test_a_reward_setup_error_stops_the_run_with_its_message(monkeypatch, tmp_path):
+    """The SQL reward's missing-database error, as a rollout process returns it, fails the trainer's sample
+    processing with the path (upstream would have turned a raised exception into a silent zero reward)."""
+    from mrtpo_openrlhf.adapter.transport import RewardSetupError
+    from mrtpo_openrlhf.rewards.sql import reward_func
+
+    monkeypatch.setenv("MRTPO_SQL_DB_ROOT", str(tmp_path))
+    label = {"db_id": "school", "gold": "SELECT 1"}
+    out = reward_func(["<think>t</think>\n```sql\nSELECT 1\n```"], [""], [label])
+    resp = vllm_response([1, 2], [3, 4], "p", ["x"], [0.0], [""])
+    resp.update(reward=out["rewards"], scores=out["scores"], extra_logs=out["extra_logs"])
+    with pytest.raises(RewardSetupError, match=f"SQL database not found: {tmp_path / 'school' / 'school.sqlite'}"):
+        generator(MRTPOSamplesGenerator)._process_response_into_experience(resp, max_len=64)

@@ -158,3 +158,18 @@ def test_prompt_order_depends_on_the_seed_alone():
         assert seed_prompt_order(dl, seed)
         orders.append([int(x) for x in dl])
     assert orders[0] == orders[1] and orders[0] != orders[2]
+
+
+def test_train_joins_ray_through_ray_init_with_a_runtime_env_before_placing_anything():
+    """``adapter.cluster.hook_ray_init``: upstream's train() calls the module-level ``ray.init`` (keyword
+    ``runtime_env`` with ``env_vars``) only when Ray is not initialized, before its first placement group; the
+    SingleTurnAgentExecutor swallows a reward function's exception (why ``SetupError`` travels in-band)."""
+    import openrlhf.cli.train_ppo_ray as cli
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    src = inspect.getsource(cli.train)
+    assert "if not ray.is_initialized():" in src and "ray.init(\n            runtime_env={" in src
+    assert '"env_vars": {' in src
+    assert src.index("ray.init(") < src.index("placement_group(") < src.index("create_vllm_engines(")
+    execute = inspect.getsource(SingleTurnAgentExecutor.execute)
+    assert "except Exception as e:" in execute and "Failed to fetch reward" in execute

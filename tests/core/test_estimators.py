@@ -178,7 +178,7 @@ def test_response_level_is_float32_like_training():
 
 def test_estimators_registered_and_what_they_read():
     assert set(ADVANTAGE_ESTIMATORS) == {"gdpo", "mrtpo"}
-    assert ADVANTAGE_ESTIMATORS["gdpo"].reads == {"eps", "reward_weighting"}
+    assert ADVANTAGE_ESTIMATORS["gdpo"].reads == {"eps", "reward_weighting", "reward_weights"}
     assert {"beta", "warmup_steps", "cap", "placement"} <= ADVANTAGE_ESTIMATORS["mrtpo"].reads
     settings = MethodSettings(beta=0.5, warmup_steps=10)
     assert not ADVANTAGE_ESTIMATORS["gdpo"].placement(settings, 20).needs_relevance

@@ -166,3 +166,61 @@ def test_saw_weights_per_id_and_shifted_by_the_lowest_value():
     assert torch.allclose(got, want.float(), atol=1e-6)
     # the shift matters: without it the means (and so the weights) differ
     assert not torch.allclose(saw_weights(values, present, EPS, ids), got, atol=1e-3)
+
+
+def test_fixed_reward_weights_by_hand():
+    """``--algo.mrtpo.reward_weights``: S = sum_k w[name_k] * A[i,k] with w from the flag (1 for a reward not named),
+    then GDPO's batch step; against numbers worked by hand. Two groups of two, rewards a, b, c."""
+    from mrtpo_openrlhf.core import parse_reward_weights
+
+    rows = [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0]]
+    names = [["a", "b", "c"]] * 4
+    weights = parse_reward_weights("a=2, b=0.5")  # c is not named: weight 1
+    assert weights == (("a", 2.0), ("b", 0.5))
+    # a group of two 0/1 values that differ: mean 0.5, Bessel std sqrt(0.5), so A = +-h, h = 0.5 / (sqrt(0.5) + eps)
+    h = 0.5 / (math.sqrt(0.5) + EPS)
+    # group 1: a (1, 0) -> (+h, -h); b (0, 1) -> (-h, +h); c (1, 0) -> (+h, -h)
+    # group 2: a (1, 1) constant -> 0; b (1, 0) -> (+h, -h); c (0, 1) -> (-h, +h)
+    s = [2 * h - 0.5 * h + h, -2 * h + 0.5 * h - h, 0.5 * h - h, -0.5 * h + h]  # 2.5h, -2.5h, -0.5h, 0.5h
+    mean = sum(s) / 4  # 0
+    std = math.sqrt(sum((x - mean) ** 2 for x in s) / 3)  # h * sqrt(13/3)
+    want = [(x - mean) / (std + EPS) for x in s]
+    got = response_advantages(torch.tensor(rows), None, 2, MethodSettings(reward_weights=weights), reward_names=names)
+    assert torch.allclose(got.summed, torch.tensor(s), atol=1e-6)
+    assert torch.allclose(got.level, torch.tensor(want), atol=1e-5)
+    assert got.weights.tolist() == [[2.0, 0.5, 1.0]] * 4
+    # unweighted differs: the weights really enter
+    assert not torch.allclose(gdpo_level(torch.tensor(rows), 2), got.level, atol=1e-3)
+
+
+def test_fixed_reward_weights_compose_with_saw():
+    """SAW's weight per name times the fixed weight: the product weighs A (naive SAW reference)."""
+    from mrtpo_openrlhf.core import saw_weights
+
+    rows = torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0]])
+    names = [["x", "y"]] * 4
+    settings = MethodSettings(reward_weighting="saw", reward_weights=(("y", 3.0),))
+    got = response_advantages(rows, None, 2, settings, torch.tensor([[0, 1]] * 4), reward_names=names)
+    saw = saw_weights(rows, None, EPS, torch.tensor([[0, 1]] * 4))
+    assert torch.allclose(got.weights, saw * torch.tensor([1.0, 3.0]), atol=1e-6)
+    adv = group_normalize(rows, 2, EPS)
+    assert torch.allclose(got.summed, (adv * saw * torch.tensor([1.0, 3.0])).sum(1), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("a", "expected name=weight"),
+        ("=1", "expected name=weight"),
+        ("a=1,a=2", "given twice"),
+        ("a=x", "not a number"),
+        ("a=-1", ">= 0"),
+        ("a=nan", ">= 0"),
+    ],
+)
+def test_reward_weights_refuse_bad_text(text, error):
+    from mrtpo_openrlhf.core import parse_reward_weights
+
+    with pytest.raises(ValueError, match=error):
+        parse_reward_weights(text)
+    assert parse_reward_weights("none") == ()

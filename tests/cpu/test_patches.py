@@ -14,7 +14,7 @@ import torch
 from mrtpo_openrlhf.cpu import SITE_DIR, hooks, patches
 from mrtpo_openrlhf.cpu.flash_attn_stub import index_first_axis, pad_input, unpad_input
 from mrtpo_openrlhf.cpu.gloo_sync import GlooWeightSyncGroup
-from mrtpo_openrlhf.metrics import append_step, numeric_metrics, read_metrics, truncate_after
+from mrtpo_openrlhf.metrics import append_step, continue_at, numeric_metrics, read_metrics
 
 REPO = SITE_DIR.parents[2]
 
@@ -239,18 +239,35 @@ def test_metrics_helpers(tmp_path):
         read_metrics(path)
 
 
-def test_truncate_after_keeps_steps_up_to_the_checkpoint(tmp_path):
+def test_continue_at_keeps_steps_up_to_the_checkpoint_and_moves_the_rest_aside(tmp_path):
     path = tmp_path / "m.jsonl"
-    assert truncate_after(path, 2) == 0 and not path.exists()
+    assert continue_at(path, 2) == (0, None) and not path.exists()
     for step in (1, 2, 3):
         append_step(path, step, {"loss": float(step)})
     with open(path, "a") as handle:
         handle.write('{"step": 4, "lo')  # the interrupted run died mid-write
-    assert truncate_after(path, 2) == 1  # step 3 (the torn line is not a row)
+    moved, aside = continue_at(path, 2)
+    assert moved == 1  # step 3 (the torn line is not a row)
     assert read_metrics(path) == [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 2.0}]
+    assert read_metrics(aside) == [{"step": 3, "loss": 3.0}] and aside.name.startswith("m.jsonl.superseded-")
     append_step(path, 3, {"loss": 9.0})  # the resumed run continues the same file
     assert [r["step"] for r in read_metrics(path)] == [1, 2, 3]
-    assert truncate_after(path, 0) == 3 and path.read_text() == ""  # a fresh start keeps nothing
+    assert continue_at(path, 3) == (0, None)  # nothing after the checkpoint: the file is not touched
+
+
+def test_a_relaunch_without_a_checkpoint_deletes_no_logged_step(tmp_path):
+    """Issue 26 item 4: a run that crashed before its first checkpoint (or whose checkpoint the trainer cannot see)
+    is relaunched: the trainer starts at step 0, and the steps logged before survive, in order, next to the file."""
+    path = tmp_path / "metrics.jsonl"
+    for step in (1, 2, 3):
+        append_step(path, step, {"loss": float(step)})
+    before = read_metrics(path)
+    moved, first = continue_at(path, 0)
+    assert moved == 3 and read_metrics(first) == before and path.read_text() == ""
+    append_step(path, 1, {"loss": 7.0})  # the relaunch logs its own step 1
+    moved, second = continue_at(path, 0)  # and crashes again before a checkpoint
+    assert moved == 1 and second != first and read_metrics(second) == [{"step": 1, "loss": 7.0}]
+    assert read_metrics(first) == before  # an earlier set-aside file is never overwritten
 
 
 def test_zero3_persistence_threshold_from_the_environment(monkeypatch):

@@ -232,7 +232,7 @@ def test_reward_func_shape_and_never_raises():
     assert logs[NAMES_KEY] == list(SQL_REWARD_NAMES) and logs[VALUES_KEY] == [1.0, 1.0, 1.0]
     assert len(logs[BLOCKS_KEY]) == len(logs[REASONS_KEY]) == 3
     assert all(isinstance(v, float) for k, v in logs.items() if k.startswith("sql_"))
-    for weird in ([None], [123], [{"db_id": "missing", "gold": "x"}]):
+    for weird in ([None], [123], [{"gold": "x"}]):  # (a missing database is a setup error: see below)
         bad = reward_func([12345], [None], weird)  # non-string query and prompt, bad labels
         assert bad["extra_logs"][NAMES_KEY] == list(SQL_REWARD_NAMES) and bad["rewards"].item() == 0.0
 
@@ -362,3 +362,25 @@ def test_module_runs_as_a_script(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert len(out.read_text(encoding="utf-8").splitlines()) == 3
+
+
+def test_training_reward_stops_on_a_database_missing_on_this_node(monkeypatch, tmp_path):
+    """Issue 26 item 3: in training (``reward_func``), a label whose database this node cannot read is a setup error
+    naming the path and the node, not a zero on two of the three rewards; evaluation's ``score_sql`` still scores
+    such a label with the reason."""
+    import socket
+
+    from mrtpo_openrlhf.rewards.contract import SETUP_ERROR_KEY
+
+    ok = reward_func([respond(SCHOOL["gold"])], [""], [SCHOOL])
+    assert SETUP_ERROR_KEY not in ok["extra_logs"] and ok["rewards"].tolist() == [3.0]
+    monkeypatch.setenv("MRTPO_SQL_DB_ROOT", str(tmp_path))  # a root without the databases, as on a bad node
+    out = reward_func([respond(SCHOOL["gold"])], [""], [SCHOOL])
+    message = out["extra_logs"][SETUP_ERROR_KEY]
+    assert f"SQL database not found: {tmp_path / 'school' / 'school.sqlite'}" in message
+    assert socket.gethostname() in message and "MRTPO_SQL_DB_ROOT" in message
+    assert out["rewards"].tolist() == [0.0] and NAMES_KEY not in out["extra_logs"]
+    assert "database not found" in score_sql(respond(SCHOOL["gold"]), "", SCHOOL).items[2].reason
+    # a bad label is the row's problem, not the node's: scored with its reason
+    bad = reward_func([respond("SELECT 1")], [""], [{"gold": "SELECT 1"}])
+    assert SETUP_ERROR_KEY not in bad["extra_logs"] and "db_path" in bad["extra_logs"][REASONS_KEY][2]
