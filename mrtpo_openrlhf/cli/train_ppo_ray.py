@@ -10,6 +10,7 @@ Every other upstream flag, default and check is untouched.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import runpy
 import sys
@@ -41,6 +42,32 @@ def require_device(_args) -> None:
         sys.exit(NO_DEVICE)
 
 
+def forward_verifier_env() -> None:
+    """Upstream's ``train()`` calls ``ray.init(runtime_env={"env_vars": {...}})`` when Ray is not initialized: add
+    the verifier variables set here (``rewards.env``), so the rewards in every vLLM engine read the same limits.
+    A variable the submitted job's runtime env already sets is left to it (Ray refuses to merge a key twice)."""
+    import ray
+
+    from ..rewards.env import verifier_env
+
+    upstream_init = ray.init
+    if getattr(upstream_init, "_mrtpo_forwards_env", False):
+        return
+
+    def init(*args, **kwargs):
+        job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+        taken = set((job.get("runtime_env") or {}).get("env_vars") or {})
+        runtime_env = dict(kwargs.get("runtime_env") or {})
+        env_vars = dict(runtime_env.get("env_vars") or {})
+        env_vars.update({k: v for k, v in verifier_env().items() if k not in taken and k not in env_vars})
+        runtime_env["env_vars"] = env_vars
+        kwargs["runtime_env"] = runtime_env
+        return upstream_init(*args, **kwargs)
+
+    init._mrtpo_forwards_env = True
+    ray.init = init
+
+
 def main(argv: list[str] | None = None) -> None:
     from ..adapter.args import ParserHook
 
@@ -52,6 +79,7 @@ def main(argv: list[str] | None = None) -> None:
 
         flash_attn_stub.install()
     install_upstream_overrides()
+    forward_verifier_env()
     with ParserHook(after=require_device):
         runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__", alter_sys=True)
 

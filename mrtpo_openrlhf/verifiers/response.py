@@ -9,7 +9,8 @@ import threading
 #: Longest response (in characters) a verifier reads; a longer one scores 0 on every reward, with the reason.
 #: About 8k tokens of English, four times the shipped scripts' 2048 new tokens; raise it with
 #: MRTPO_MAX_RESPONSE_CHARS for longer generations (the verifiers are linear, the cost grows in proportion).
-MAX_RESPONSE_CHARS = int(os.environ.get("MRTPO_MAX_RESPONSE_CHARS", 32_768))
+MAX_RESPONSE_CHARS_ENV = "MRTPO_MAX_RESPONSE_CHARS"
+MAX_RESPONSE_CHARS = int(os.environ.get(MAX_RESPONSE_CHARS_ENV, 32_768))
 
 logger = logging.getLogger(__name__)
 _oversize_lock = threading.Lock()
