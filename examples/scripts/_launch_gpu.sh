@@ -11,13 +11,15 @@ ROLLOUT_BATCH=${ROLLOUT_BATCH:-64}         # prompts per step
 TRAIN_BATCH=${TRAIN_BATCH:-$((ROLLOUT_BATCH * N_SAMPLES))}
 LR=${LR:-1e-6}
 # Method settings, passed only when set: unset, the CLI's defaults apply (mrtpo_openrlhf/core/settings.py).
-# BETA, WARMUP, PLACEMENT (mrtpo | shuffle | joint | uniform), REWARD_WEIGHTING (none | saw), CAP (a number | none)
+# BETA, WARMUP, PLACEMENT (mrtpo | shuffle | joint | uniform), REWARD_WEIGHTING (none | saw), CAP (a number | none),
+# REPLAY_LOGITS (model | fp32)
 method_flags=()
 [ -n "${BETA:-}" ] && method_flags+=(--algo.mrtpo.beta "$BETA")
 [ -n "${WARMUP:-}" ] && method_flags+=(--algo.mrtpo.warmup_steps "$WARMUP")
 [ -n "${PLACEMENT:-}" ] && method_flags+=(--algo.mrtpo.placement "$PLACEMENT")
 [ -n "${REWARD_WEIGHTING:-}" ] && method_flags+=(--algo.mrtpo.reward_weighting "$REWARD_WEIGHTING")
 [ -n "${CAP:-}" ] && method_flags+=(--algo.mrtpo.cap "$CAP")
+[ -n "${REPLAY_LOGITS:-}" ] && method_flags+=(--algo.mrtpo.replay_logits "$REPLAY_LOGITS")  # model | fp32
 MAX_LEN=${MAX_LEN:-$((MAX_NEW_TOKENS + 2048))}
 EPISODES=${EPISODES:-1}
 RUN_NAME=${RUN_NAME:-${ESTIMATOR}-${TASK}-$(basename "$MODEL")}
