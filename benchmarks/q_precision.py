@@ -12,7 +12,7 @@ micro-batch 4) with the model in fp32 and in bf16 and reports:
 
 Responses are sampled once (fp32, temperature 1) and saved (``--responses``), so every run replays the same ones.
 
-    flock /tmp/cpu-heavy.lock python benchmarks/q_precision.py                 # ~2 min on 2 cores
+    flock /tmp/cpu-heavy.lock python benchmarks/q_precision.py                 # ~7 min on 2 shared cores
     python benchmarks/q_precision.py --logits-fp32                             # the replay's last layer in fp32
 """
 
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=6, help="SQL prompts to sample from (when sampling)")
     ap.add_argument("--samples", type=int, default=4, help="responses per prompt (when sampling)")
     ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--limit", type=int, default=None, help="replay only the first N saved responses")
+    ap.add_argument("--limit", type=int, default=8, help="replay only the first N saved responses (0: all)")
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--logits-fp32", action="store_true", help="the bf16 replay's last layer (lm_head) in fp32")
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     m32 = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
     rows = load_or_sample(m32, tokenizer, args.responses, args.rows, args.samples, args.max_new_tokens)
-    requests = [r for r in build_requests(tokenizer, rows[: args.limit]) if r.minus_contexts]
+    requests = [r for r in build_requests(tokenizer, rows[: args.limit or None]) if r.minus_contexts]
     print(f"[{time.time() - t0:.0f}s] {len(requests)} requests", file=sys.stderr, flush=True)
     K = 1 + max(k for r in requests for k in r.rewards)
     T = max(len(r.response_ids) for r in requests)
