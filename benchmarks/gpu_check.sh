@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One-GPU check (< 8 minutes, PyTorch + transformers only, no downloads): replay / GDPO actor work,
-# replay / floor, peak GPU memory, compiled vs eager vs naive JS, on random Qwen2.5-Coder-3B and -7B in bf16.
+# One-GPU check (< 8 minutes, PyTorch + transformers only, no downloads), random Qwen2.5-Coder-7B: compiled JS vs
+# fp64 (no recompiles, no eager fallback), the paper-shape replay memory vs colocate_all's headroom, shared vs
+# unshared replay in fp32 at a trained model's logit spread, replay / GDPO actor work. Exits 1 when a check fails.
 #   bash benchmarks/gpu_check.sh                       # on a GPU machine
 #   bash benchmarks/gpu_check.sh --tiny --device cpu   # smoke run (tests/benchmarks/test_gpu_check.py)
 set -euo pipefail

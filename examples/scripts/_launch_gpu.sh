@@ -62,6 +62,7 @@ LR=${LR:-1e-6}
 # Method settings, passed only when set: unset, the CLI's defaults apply (mrtpo_openrlhf/core/settings.py).
 # BETA, WARMUP, PLACEMENT (mrtpo | shuffle | joint | uniform), REWARD_WEIGHTING (none | saw), CAP (a number | none),
 # REWARD_WEIGHTS (name=w,...)
+# REPLAY_LOGITS (model | fp32)
 method_flags=()
 [ -n "${BETA:-}" ] && method_flags+=(--algo.mrtpo.beta "$BETA")
 [ -n "${WARMUP:-}" ] && method_flags+=(--algo.mrtpo.warmup_steps "$WARMUP")
@@ -73,6 +74,7 @@ method_flags=()
 # none); RESUME=0 starts at step 0 anyway (the trainer then moves the old metrics.jsonl aside).
 resume_flags=()
 [ "${RESUME:-1}" = 1 ] && resume_flags+=(--ckpt.load_enable)
+[ -n "${REPLAY_LOGITS:-}" ] && method_flags+=(--algo.mrtpo.replay_logits "$REPLAY_LOGITS")  # model | fp32
 MAX_LEN=${MAX_LEN:-$((MAX_NEW_TOKENS + 2048))}
 EPISODES=${EPISODES:-1}
 RUN_NAME=${RUN_NAME:-${ESTIMATOR}-${TASK}-$(basename "$MODEL")}
@@ -123,7 +125,9 @@ fi
 mkdir -p "$OUT"
 if [ -n "${RAY_JOB_ADDRESS:-}" ]; then
   # Submit to a running cluster; the runtime env ships this repo (package + reward_funcs) to every worker.
-  runtime_env=$(printf '{"working_dir": "%s", "excludes": [".venv", ".cache", "runs", ".git"], "env_vars": {"MRTPO_METRICS_JSONL": "%s"}}' "$ROOT" "$MRTPO_METRICS_JSONL")
+  # The verifier variables set here (MRTPO_SQL_TIMEOUT_S, ...: mrtpo_openrlhf/rewards/env.py) go with it.
+  runtime_env=$(PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python}" -m mrtpo_openrlhf.rewards.env \
+    --working-dir "$ROOT" --env "MRTPO_METRICS_JSONL=$MRTPO_METRICS_JSONL")
   exec ray job submit --address "$RAY_JOB_ADDRESS" --runtime-env-json "$runtime_env" -- "${cmd[@]}" "$@"
 fi
 "${cmd[@]}" "$@"

@@ -30,6 +30,7 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
         micro_batch_size: int,
         chunk_size: int,
         js_kernel: str,
+        logits_fp32: bool = False,
     ) -> torch.Tensor:
         """q (len(requests), num_rewards, T) for this rank's share of the replay.
 
@@ -56,6 +57,7 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
                 micro_batch_size=micro_batch_size,
                 chunk_size=chunk_size,
                 js_kernel=js_kernel,
+                logits_fp32=logits_fp32,
                 pad_token_id=self.tokenizer.pad_token_id or 0,
                 min_forwards=min_forwards,
                 progress=self.strategy.is_rank_0(),

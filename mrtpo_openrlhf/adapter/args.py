@@ -117,6 +117,13 @@ def add_mrtpo_arguments(parser: argparse.ArgumentParser) -> None:
         "the compile fails) or eager",
     )
     add(
+        "replay_logits",
+        choices=s.REPLAY_LOGITS,
+        default=s.DEFAULT_REPLAY_LOGITS,
+        help="the replay's output layer: in the model's dtype (model) or in fp32 (bf16 rounding of the logits "
+        "alone puts a floor of ~20%% of the real q under q; costs logits twice the size)",
+    )
+    add(
         "block_separator",
         type=str,
         default=s.DEFAULT_BLOCK_SEPARATOR,

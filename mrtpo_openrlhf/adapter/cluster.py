@@ -12,18 +12,19 @@ so on a cluster started beforehand (``ray start``, no ``ray job submit``) the tr
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 from typing import Any, Callable, Mapping
 
 from ..metrics import ENV_VAR as METRICS_ENV
-from ..rewards.sql import DB_ROOT_ENV, MAX_ROWS_ENV, TIMEOUT_ENV
-from ..verifiers.response import MAX_RESPONSE_CHARS_ENV
+from ..rewards.env import VERIFIER_ENV_VARS
+from ..rewards.sql import DB_ROOT_ENV
 from .experience_maker import DUMP_ENV
 
 # Read by the trainer actor or inside the rollout (reward) processes; paths are made absolute (a worker's working
 # directory is not the driver's).
-FORWARDED_ENV = (METRICS_ENV, DUMP_ENV, DB_ROOT_ENV, TIMEOUT_ENV, MAX_ROWS_ENV, MAX_RESPONSE_CHARS_ENV)
+FORWARDED_ENV = (METRICS_ENV, DUMP_ENV, *VERIFIER_ENV_VARS)
 FORWARDED_PATHS = (METRICS_ENV, DUMP_ENV, DB_ROOT_ENV)
 SKIP_CHECK_ENV = "MRTPO_SKIP_GPU_CHECK"  # an autoscaling cluster adds GPU nodes only once the job asks for them
 
@@ -86,12 +87,15 @@ def cluster_address() -> str | None:
 
 def with_forwarded_env(runtime_env: Mapping[str, Any] | None, environ: Mapping[str, str]) -> dict[str, Any]:
     """``runtime_env`` with the ``FORWARDED_ENV`` variables set in ``environ`` added to its ``env_vars`` (a value the
-    runtime env already has is kept); relative paths made absolute against this process's directory."""
+    runtime env already has is kept, and so is one the submitted job's runtime env sets: Ray refuses a key twice);
+    relative paths made absolute against this process's directory."""
     env = dict(runtime_env or {})
     env_vars = dict(env.get("env_vars") or {})
+    job = json.loads(environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+    taken = set((job.get("runtime_env") or {}).get("env_vars") or {})
     for name in FORWARDED_ENV:
         value = environ.get(name)
-        if value and name not in env_vars:
+        if value and name not in env_vars and name not in taken:
             env_vars[name] = os.path.abspath(value) if name in FORWARDED_PATHS else value
     if env_vars:
         env["env_vars"] = env_vars

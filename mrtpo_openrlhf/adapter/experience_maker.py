@@ -400,6 +400,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                 micro_batch_size=[mbs] * num_ranks,
                 chunk_size=[margs.chunk_size] * num_ranks,
                 js_kernel=[margs.js_kernel] * num_ranks,
+                logits_fp32=[margs.replay_logits == "fp32"] * num_ranks,
             )
             results = list(itertools.chain.from_iterable(ray.get(refs)))
             if self.args.train.colocate_all or self.args.train.colocate_actor_ref:

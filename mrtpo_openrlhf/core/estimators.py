@@ -192,6 +192,7 @@ def gdpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
         "replay_micro_batch_size",
         "chunk_size",
         "js_kernel",
+        "replay_logits",
         "block_separator",
     },
     summary="GDPO's advantages, each reward placed on its relevant tokens (replay)",

@@ -79,6 +79,16 @@ def _jsd_kernel(kernel: str, device_type: str) -> Callable:
     return _compiled[device_type]
 
 
+def _compile_inputs(*chunks: torch.Tensor) -> list[torch.Tensor]:
+    """The chunks as the compiled kernel takes them without compiling again: copies (a view makes the compiler
+    guard on its base's shape) with the row count unbacked (else a 1-row chunk is specialized). Without this,
+    T = 1 and T past one chunk each compiled anew (3 graphs in a run; tests/core/test_relevance.py)."""
+    out = [chunk.clone() for chunk in chunks]
+    for chunk in out:
+        torch._dynamo.decorators.mark_unbacked(chunk, 0)
+    return out
+
+
 def js_relevance(
     logits_full: torch.Tensor,
     logits_minus: torch.Tensor,
@@ -123,7 +133,8 @@ def js_relevance(
                 continue
             pair = (flat_full[start:stop], flat_minus[start:stop], temperature)
             try:
-                jsd = _jsd_kernel(kernel, device_type)(*pair)
+                fn = _jsd_kernel(kernel, device_type)
+                jsd = fn(*pair) if fn is _jsd_nats else fn(*_compile_inputs(pair[0], pair[1]), temperature)
             except torch.OutOfMemoryError:
                 raise  # not the compiler's fault: a smaller chunk_size is the fix
             except Exception as err:  # noqa: BLE001 - any compile failure (no compiler, unsupported op) -> eager

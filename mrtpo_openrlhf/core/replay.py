@@ -14,6 +14,7 @@ pair is done.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 from dataclasses import dataclass, field
@@ -564,6 +565,61 @@ class _Profiles:
             del self.full[job.request]
 
 
+@contextlib.contextmanager
+def fp32_logits(model: Any) -> Iterator[None]:
+    """While active, the model's output layer computes its logits in fp32 (from the last hidden state as the model
+    made it): bf16 logits are rounded to 8 bits, 0.125 apart at 16-32, which alone puts a floor under q
+    (``benchmarks/q_precision.py``; docs/cpu.md). The layer keeps its module call, so ZeRO-3 still gathers its
+    weight. Costs a transient fp32 copy of that weight per forward and logits twice the size."""
+    module = getattr(model, "module", model)  # a DeepSpeed engine wraps the HF model
+    head = module.get_output_embeddings() if hasattr(module, "get_output_embeddings") else None
+    if not isinstance(head, torch.nn.Linear):
+        raise ValueError(f"fp32 logits need a Linear output layer, got {type(head).__name__}")
+
+    def forward(hidden: torch.Tensor) -> torch.Tensor:
+        bias = None if head.bias is None else head.bias.float()
+        return torch.nn.functional.linear(hidden.float(), head.weight.float(), bias)
+
+    head.forward = forward
+    try:
+        yield
+    finally:
+        del head.forward  # back to the class's forward
+
+
+@torch.no_grad()
+def replay_forwards(
+    model: Any,
+    requests: Sequence[ReplayRequest],
+    micro_batch_size: int,
+    pad_token_id: int,
+    device: torch.device,
+    share_prefix: bool,
+) -> Iterator[list[tuple[_Job, torch.Tensor]]]:
+    """The replay's forwards in order: per forward, each row's (job, (n_response, V) response logits); a prefix
+    forward yields []. ``replay_relevance`` turns them into q (``benchmarks/q_precision.py`` reads them too)."""
+    if not share_prefix:
+        jobs = list(_jobs(requests))
+        for s in range(0, len(jobs), micro_batch_size):
+            batch = jobs[s : s + micro_batch_size]
+            keep = max(job.n_response for job in batch)
+            logits = _response_logits(model, [job.ids for job in batch], keep, pad_token_id, device)
+            yield [(job, logits[r, keep - job.n_response :]) for r, job in enumerate(batch)]
+            del logits
+        return
+    for group, row_batches in _plan(requests, micro_batch_size):
+        prefix = None
+        if any(r.prefix for r in group):
+            prefix = _prefix_cache(model, group, pad_token_id, device)
+            yield []
+        for rows in row_batches:
+            keep = max(job.n_response for _, job in rows)
+            logits = _branch_logits(model, group, rows, prefix, keep, pad_token_id, device)
+            yield [(job, logits[r, keep - job.n_response :]) for r, (_, job) in enumerate(rows)]
+            del logits
+        del prefix
+
+
 @torch.no_grad()
 def replay_relevance(
     model: Any,
@@ -578,6 +634,7 @@ def replay_relevance(
     progress: bool = False,
     share_prefix: bool = True,
     js_kernel: str = DEFAULT_JS_KERNEL,
+    logits_fp32: bool = False,
 ) -> tuple[torch.Tensor, int]:
     """Relevance q of every requested (response, reward) pair.
 
@@ -600,6 +657,7 @@ def replay_relevance(
             the same number of forwards: pass the max of ``count_forwards`` over ranks.
         share_prefix: False forces the unshared replay (every context forwarded whole).
         js_kernel: ``compiled`` or ``eager`` (``js_relevance``'s ``kernel``).
+        logits_fp32: the output layer in fp32 (``fp32_logits``) for a bf16 model.
     Returns:
         q: (B, K, T) float32 on CPU, T = longest response; q[i, k, t] is the JS distance at response
         token t, 0 for pairs not replayed and beyond each response's end. A JOINT context's profile
@@ -620,12 +678,7 @@ def replay_relevance(
 
     jobs = list(_jobs(requests))
     profiles = _Profiles(requests, jobs, q, temperature, chunk_size, js_kernel)
-    if share_prefix:
-        plan = _plan(requests, micro_batch_size)
-        total = count_forwards(requests, micro_batch_size)
-    else:
-        batches = [jobs[s : s + micro_batch_size] for s in range(0, len(jobs), micro_batch_size)]
-        total = len(batches)
+    total = count_forwards(requests, micro_batch_size, share_prefix)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -640,31 +693,15 @@ def replay_relevance(
         if bar is not None:
             bar.update(1)
 
-    if share_prefix:
-        for group, row_batches in plan:
-            prefix = None
-            if any(r.prefix for r in group):
-                prefix = _prefix_cache(model, group, pad_token_id, device)
-                step()
-            for rows in row_batches:
-                keep = max(job.n_response for _, job in rows)
-                logits = _branch_logits(model, group, rows, prefix, keep, pad_token_id, device)
-                step()
-                for r, (_, job) in enumerate(rows):
-                    profiles.add(job, logits[r, keep - job.n_response :])
-                del logits
-            del prefix
-    else:
-        for batch in batches:
-            keep = max(job.n_response for job in batch)
-            logits = _response_logits(model, [job.ids for job in batch], keep, pad_token_id, device)
+    with fp32_logits(model) if logits_fp32 else contextlib.nullcontext():
+        for rows in replay_forwards(model, requests, micro_batch_size, pad_token_id, device, share_prefix):
             step()
-            for r, job in enumerate(batch):
-                profiles.add(job, logits[r, keep - job.n_response :])
-            del logits
-    while forwards < min_forwards:  # keep collective parameter gathers in step across ranks
-        _response_logits(model, [[pad_token_id, pad_token_id]], 1, pad_token_id, device)
-        step()
+            for job, logits in rows:
+                profiles.add(job, logits)
+            del rows
+        while forwards < min_forwards:  # keep collective parameter gathers in step across ranks
+            _response_logits(model, [[pad_token_id, pad_token_id]], 1, pad_token_id, device)
+            step()
     if bar is not None:
         bar.close()
     return q, forwards

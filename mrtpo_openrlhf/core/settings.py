@@ -23,6 +23,10 @@ DEFAULT_REPLAY_MICRO_BATCH_SIZE = 4  # contexts per replay forward on each actor
 DEFAULT_CHUNK_SIZE = 256  # positions per chunk of the JS computation
 JS_KERNELS = ("compiled", "eager")  # how the JS formula runs: torch.compile'd (eager if that fails) or eager
 DEFAULT_JS_KERNEL = "compiled"
+# The replay's output layer: in the model's dtype, or fp32 (bf16 logits alone give q ~20% of the real q on a null
+# pair: benchmarks/q_precision.py, docs/cpu.md)
+REPLAY_LOGITS = ("model", "fp32")
+DEFAULT_REPLAY_LOGITS = "model"
 DEFAULT_BLOCK_SEPARATOR = "\n\n"  # put before each verifier block added to a replay context
 
 

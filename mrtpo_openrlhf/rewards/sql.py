@@ -87,6 +87,7 @@ from mrtpo_openrlhf.verifiers.sql import (
     read_schema_ddl,
     remove_distinct,
     response_from_query,
+    run_query,
 )
 
 logger = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ GOLD_MAX_ROWS = 100_000
 # The gold query is trusted: wider memory bounds than a model query's (256 MiB heap growth, 64 MiB of result).
 GOLD_LIMITS = {"max_rows": GOLD_MAX_ROWS, "max_memory_bytes": 1 << 30, "max_result_bytes": 512 << 20}
 
-GOLD_CACHE = GoldResultCache(maxsize=4096)
+GOLD_CACHE = GoldResultCache(maxsize=4096, execute=run_query)
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,7 @@ def score_sql(
     if sql is None:
         exec_item = RewardItem("executable", 0.0, "", "no ```sql block found in the response")
     else:
-        pred = execute_sql(parsed.db_path, sql, timeout_s=limits["timeout_s"], max_rows=pred_cap)
+        pred = run_query(parsed.db_path, sql, timeout_s=limits["timeout_s"], max_rows=pred_cap)
         exec_reason = f"query failed: {pred.error}" if pred.error else ""
         exec_item = RewardItem("executable", float(pred.ok), pred.error, exec_reason)
 
@@ -302,9 +303,7 @@ def score_sql(
     else:
         compared = pred
         if strip_distinct and remove_distinct(sql) != sql:
-            compared = execute_sql(
-                parsed.db_path, remove_distinct(sql), timeout_s=limits["timeout_s"], max_rows=pred_cap
-            )
+            compared = run_query(parsed.db_path, remove_distinct(sql), timeout_s=limits["timeout_s"], max_rows=pred_cap)
         if not compared.ok:
             why = f"query without DISTINCT failed: {compared.error}"
         else:

@@ -32,6 +32,7 @@ def make_args(
                 replay_micro_batch_size=3,
                 chunk_size=5,
                 js_kernel="compiled",
+                replay_logits="model",
                 block_separator="\n",
             ),
             dynamic_filtering_enable=False,

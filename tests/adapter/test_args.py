@@ -131,6 +131,7 @@ def test_defaults_and_choices_come_from_the_core(monkeypatch):
     assert d["algo.mrtpo.replay_micro_batch_size"] == settings.DEFAULT_REPLAY_MICRO_BATCH_SIZE
     assert d["algo.mrtpo.placement"] == settings.DEFAULT_PLACEMENT in PLACEMENT_MODES
     assert d["algo.mrtpo.js_kernel"] == settings.DEFAULT_JS_KERNEL in settings.JS_KERNELS
+    assert d["algo.mrtpo.replay_logits"] == settings.DEFAULT_REPLAY_LOGITS in settings.REPLAY_LOGITS
     assert set(PLACEMENT_HELP) == set(PLACEMENT_MODES)
     parser = argparse.ArgumentParser()
     parser.add_argument("--algo.advantage.estimator", choices=["gae", "group_norm"])
@@ -157,6 +158,8 @@ def test_defaults_and_choices_come_from_the_core(monkeypatch):
         ("mrtpo", ["--algo.mrtpo.beta", "0.3", "--algo.mrtpo.chunk_size", "8"], []),
         ("mrtpo", ["--algo.mrtpo.js_kernel", "eager"], []),
         ("gdpo", ["--algo.mrtpo.js_kernel", "eager"], ["--algo.mrtpo.js_kernel"]),  # gdpo replays nothing
+        ("mrtpo", ["--algo.mrtpo.replay_logits", "fp32"], []),
+        ("gdpo", ["--algo.mrtpo.replay_logits", "fp32"], ["--algo.mrtpo.replay_logits"]),
     ],
 )
 def test_flags_without_effect_are_warned_about(monkeypatch, capsys, estimator, extra, warned):

@@ -245,3 +245,40 @@ def test_cpu_branch_refuses_what_does_not_apply_in_one_line(tmp_path, var):
     assert res.returncode == 2 and res.stdout == ""
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith(f"[mrtpo] {var} does not apply to the CPU embedded default") and "MRTPO_GPU=1" in line
+
+
+def test_submitted_job_forwards_the_verifier_variables(tmp_path):
+    """RAY_JOB_ADDRESS: the runtime env given to `ray job submit` carries MRTPO_SQL_TIMEOUT_S and the others."""
+    import json
+    import sys
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: fake'\n")
+    (fake / "ray").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/ray_args\n')
+    for tool in ("nvidia-smi", "ray"):
+        (fake / tool).chmod(0o755)
+    env = dict(
+        os.environ,
+        PATH=f"{fake}:{os.environ['PATH']}",
+        PYTHON=sys.executable,
+        RAY_JOB_ADDRESS="http://head:8265",
+        DATA=str(tmp_path / "rows.jsonl"),
+        OUT=str(tmp_path / "out"),
+        MRTPO_SQL_TIMEOUT_S="2.5",
+        MRTPO_SQL_DB_ROOT="/shared/spider/database",
+        MRTPO_SQL_WORKERS="6",
+    )
+    env.pop("MRTPO_SQL_MAX_ROWS", None)
+    subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True, check=True)
+    args = (tmp_path / "ray_args").read_text().splitlines()
+    assert args[:3] == ["job", "submit", "--address"]
+    runtime_env = json.loads(args[args.index("--runtime-env-json") + 1])
+    assert runtime_env["working_dir"] == str(SCRIPTS.parents[1])
+    assert runtime_env["env_vars"] == {
+        "MRTPO_SQL_TIMEOUT_S": "2.5",
+        "MRTPO_SQL_DB_ROOT": "/shared/spider/database",
+        "MRTPO_SQL_WORKERS": "6",
+        "MRTPO_METRICS_JSONL": str(tmp_path / "out" / "metrics.jsonl"),
+    }
+    assert args[args.index("--") + 1 : args.index("--") + 4] == ["python", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]

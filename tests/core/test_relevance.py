@@ -149,3 +149,22 @@ def test_a_compile_that_fails_falls_back_to_eager_with_a_logged_reason(monkeypat
     assert torch.equal(q, js_relevance(a, b, kernel="eager")) and torch.equal(q, q_again)
     warnings = [r.getMessage() for r in caplog.records if "torch.compile failed" in r.getMessage()]
     assert len(warnings) == 1 and "no C++ compiler found" in warnings[0]
+
+
+def test_compiled_kernel_compiles_once_for_every_length(monkeypatch):
+    """T = 1, a single chunk and several chunks (views of different bases) run the same compiled graph: before the
+    fix a 1-row chunk and the first multi-chunk call each compiled again (a GPU run would compile 3 times)."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(relevance_module, "_compiled", {})
+    monkeypatch.setattr(relevance_module, "_compile_failed", {})
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(1500, 64, generator=g, dtype=torch.float64) * 3
+    b = a + torch.randn(1500, 64, generator=g, dtype=torch.float64) * 1e-2
+    counts = []
+    for T in (5, 1, 2, 300, 1500):  # chunk_size 256: 300 and 1500 are several chunks
+        q = js_relevance(a[:T].float(), b[:T].float(), kernel="compiled", chunk_size=256)
+        p, m = torch.softmax(a[:T], -1).numpy(), torch.softmax(b[:T], -1).numpy()
+        assert np.allclose(q.numpy(), [jensenshannon(p[t], m[t], base=2) for t in range(T)], rtol=1e-2, atol=1e-8)
+        counts.append(counters["stats"]["unique_graphs"])
+    assert counts[1:] == [counts[0]] * 4 and relevance_module._compile_failed == {}

@@ -229,3 +229,29 @@ def test_localization_statistics():
     assert localization(flat, mask).item() == pytest.approx(0.2)
     assert tokens_for_mass(flat, mask).item() == pytest.approx(0.8)
     assert torch.isnan(localization(torch.zeros(1, 10), mask)).all()
+
+
+def test_fp32_logits_come_from_the_models_last_hidden_state_in_fp32(tiny_llama):
+    """``fp32_logits``: the bf16 model's logits computed in fp32 from its own (bf16) last hidden state, unrounded;
+    the model is as before afterwards. The replay with ``logits_fp32`` runs the same forwards."""
+    import copy
+
+    from mrtpo_openrlhf.core.replay import fp32_logits
+
+    model = copy.deepcopy(tiny_llama).to(torch.bfloat16)
+    ids = torch.tensor([[5, 9, 2, 7, 11, 3]])
+    before = model(input_ids=ids).logits
+    with fp32_logits(model):
+        out = model(input_ids=ids, output_hidden_states=True)
+    hidden = out.hidden_states[-1]  # after the final norm, in bf16: the output layer's input
+    assert hidden.dtype == torch.bfloat16 and out.logits.dtype == torch.float32
+    ref = hidden.double() @ model.get_output_embeddings().weight.double().T
+    assert torch.allclose(out.logits.double(), ref, rtol=1e-5, atol=1e-5)
+    assert (out.logits - before.float()).abs().max() > 0  # bf16 rounding of the logits is gone
+    assert torch.equal(model(input_ids=ids).logits, before)  # restored
+
+    reqs = [request_from_ids([4, 8, 15], [[16, 23], [42]], [7, 3, 9, 5], [0, 1])]
+    q_flag, n_flag = replay_relevance(model, reqs, num_rewards=2, logits_fp32=True, js_kernel="eager")
+    with fp32_logits(model):
+        q_ctx, n_ctx = replay_relevance(model, reqs, num_rewards=2, js_kernel="eager")
+    assert torch.equal(q_flag, q_ctx) and n_flag == n_ctx

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from mrtpo_openrlhf.data.jsonl import read_jsonl
+from mrtpo_openrlhf.rewards.contract import SETUP_ERROR_KEY
 from mrtpo_openrlhf.tasks import TASKS
 
 DOC = {"name": "f", "parameters": {"type": "dict", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}
@@ -48,8 +49,14 @@ def test_sql_missing_database():
     found = TASKS["sql"].function("unearnable")(label)
     assert [name for name, _ in found] == ["executable", "execution"]
     assert found[0][1].startswith("database not found: ") and found[0][1].endswith("no_such_db/no_such_db.sqlite")
-    values = scored("sql", label, reference("sql", label))
-    assert values == {"format": 1.0, "executable": 0.0, "execution": 0.0}
+    # in training the reward function stops the run for it (a missing database is a set-up error, not a 0 reward);
+    # evaluation's score_sql scores it 0 with the reason
+    out = TASKS["sql"].reward_func()([reference("sql", label)], [""], [label])["extra_logs"]
+    assert SETUP_ERROR_KEY in out and "SQL database not found" in str(out[SETUP_ERROR_KEY])
+    from mrtpo_openrlhf.rewards.sql import score_sql
+
+    vec = score_sql(reference("sql", label), "", label)
+    assert dict(zip(vec.names, vec.values)) == {"format": 1.0, "executable": 0.0, "execution": 0.0}
 
 
 def test_instruction_constraints_that_cannot_be_checked():

@@ -7,6 +7,7 @@ from .cache import GoldResultCache
 from .compare import COMPARISONS, ComparisonTimeout, bird_set_match, compare_results, spider_result_eq
 from .extract import SQL_FORMAT_BLOCK, FormatCheck, check_format, extract_sql, response_from_query
 from .lexer import has_top_level_order_by, remove_distinct, split_statements
+from .pool import run_query
 from .sandbox import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
@@ -35,6 +36,7 @@ __all__ = [
     "read_schema_ddl",
     "remove_distinct",
     "response_from_query",
+    "run_query",
     "spider_result_eq",
     "split_statements",
 ]

@@ -17,7 +17,9 @@ from .sandbox import SqlResult, execute_sql
 
 
 class GoldResultCache:
-    def __init__(self, maxsize: int = 4096):
+    def __init__(self, maxsize: int = 4096, execute: Callable[..., SqlResult] = execute_sql):
+        """``execute``: how a miss runs the query (``execute_sql``, or ``pool.run_query`` for per-query limits)."""
+        self._execute = execute
         if maxsize <= 0:
             raise ValueError(f"maxsize must be positive, got {maxsize}")
         self.maxsize = maxsize
@@ -52,7 +54,7 @@ class GoldResultCache:
         return value, False
 
     def execute(self, db_path: str | os.PathLike, sql: str, **limits) -> tuple[SqlResult, bool]:
-        """``execute_sql(db_path, sql, **limits)`` through the cache; returns (result, was_cached)."""
+        """``execute(db_path, sql, **limits)`` through the cache; returns (result, was_cached)."""
         path = Path(db_path).resolve()
         try:
             st = path.stat()
@@ -61,5 +63,5 @@ class GoldResultCache:
             stamp = None  # missing file: execute_sql reports it; do not cache the failure for long
         key = (str(path), stamp, sql, tuple(sorted(limits.items())))
         if stamp is None:
-            return execute_sql(path, sql, **limits), False
-        return self.get_or_compute(key, lambda: execute_sql(path, sql, **limits))
+            return self._execute(path, sql, **limits), False
+        return self.get_or_compute(key, lambda: self._execute(path, sql, **limits))
