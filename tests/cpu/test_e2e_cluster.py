@@ -4,8 +4,8 @@
   replay on one rank (the other only pads), and the same q as one process replaying the same batch;
 - a reference model with KL in the reward, colocate_all (actor, reference and vLLM on one fake GPU) and EMA;
 - a reference model with KL as a loss, non-colocated;
-- checkpoint and resume: a run stopped by SIGTERM after its step-2 checkpoint, mid-warm-up, resumes at step 3 with
-  the same beta and prompts as the uninterrupted run, and one metrics file without gaps or repeats.
+- checkpoint and resume: a run stopped by SIGTERM after a checkpoint, mid-warm-up, resumes after that checkpoint's
+  step with the same beta and prompts as the uninterrupted run, and one metrics file without gaps or repeats.
 """
 
 import math
@@ -30,7 +30,8 @@ pytest.importorskip("vllm")
 HERE = Path(__file__).resolve().parent
 LR = 1e-2  # large on purpose: one step must move the weights visibly
 PROMPTS = ["Say hello.", "Count to five.", "Name a color.", "Write a word.", "Spell a name.", "List two fruits.",
-           "Greet a friend.", "Pick a number."]  # fmt: skip
+           "Greet a friend.", "Pick a number.", "Name a city.", "Say goodbye.", "Write a date.",
+           "Name a tool."]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +183,7 @@ def prompts_by_step(setup, name):
     return out
 
 
-RESUME = dict(steps=4, warmup=4, extra=["--ckpt.save_steps", "2", "--ckpt.load_enable", "--ckpt.max_num", "1"])
+RESUME = dict(steps=6, warmup=6, extra=["--ckpt.save_steps", "2", "--ckpt.load_enable", "--ckpt.max_num", "1"])
 
 
 def test_resume_mid_warmup_continues_step_beta_data_and_metrics(setup):
@@ -195,23 +196,25 @@ def test_resume_mid_warmup_continues_step_beta_data_and_metrics(setup):
     first = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     latest = setup[0] / "resumed" / "states" / "_actor" / "latest"
     deadline = time.time() + 600
+    # DeepSpeed writes `latest` after the checkpoint's files: stop at once, so that steps are left to resume
     while not (latest.exists() and latest.read_text().strip() == "global_step2"):
         assert first.poll() is None and time.time() < deadline, "the first attempt ended before its step-2 checkpoint"
-        time.sleep(0.5)
-    time.sleep(3)  # let DeepSpeed finish writing the checkpoint's files
+        time.sleep(0.1)
     first.send_signal(signal.SIGTERM)  # a preempted job
     assert first.wait(timeout=120) == 128 + signal.SIGTERM
+    saved = int(latest.read_text().strip().removeprefix("global_step"))
+    assert saved in (2, 4), f"the first attempt was not stopped before its last step (checkpoint {saved})"
     partial = read_metrics(workdir / "metrics.jsonl")
-    assert [m["step"] for m in partial][:2] == [1, 2] and len(partial) <= 3, partial
+    assert [m["step"] for m in partial][:saved] == list(range(1, saved + 1)) and len(partial) <= saved + 1, partial
 
     again = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stdout[-4000:]
-    assert "resuming at step 2" in again.stdout, again.stdout[-4000:]
+    assert f"resuming at step {saved}" in again.stdout, again.stdout[-4000:]
     resumed = read_metrics(workdir / "metrics.jsonl")
-    assert [m["step"] for m in resumed] == [1, 2, 3, 4], resumed  # one file, no gap, no repeat
+    assert [m["step"] for m in resumed] == list(range(1, 7)), resumed  # one file, no gap, no repeat
     betas = [m["mrtpo/beta"] for m in resumed]
     assert betas == pytest.approx([m["mrtpo/beta"] for m in straight]) and betas[1] < betas[2] < 0.5 + 1e-9
     # the same prompts at every step as the uninterrupted run (responses differ: vLLM's sampler restarted)
     assert prompts_by_step(setup, "resumed") == prompts_by_step(setup, "straight")
     finite(resumed, "policy_loss", "actor_grad_norm", "vllm_kl")
-    assert abs(resumed[2]["vllm_kl"]) < 5e-3  # the restored weights were broadcast to vLLM before step 3
+    assert abs(resumed[saved]["vllm_kl"]) < 5e-3  # the restored weights were broadcast to vLLM before the next step
