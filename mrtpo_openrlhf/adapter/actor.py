@@ -1,4 +1,5 @@
-"""Actor side: the replay runs on the policy's own DeepSpeed engine (ZeRO-3 safe)."""
+"""Actor side: the replay runs on the policy's own DeepSpeed engine (ZeRO-3 safe), and the policy's log-prob
+forwards (experience making and training) run the output layer only at the response positions."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Sequence
 
 import ray
 import torch
+from openrlhf.models import Actor
+from openrlhf.models.utils import log_probs_from_logits
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 from ..core import ReplayRequest, replay_relevance
@@ -18,8 +21,69 @@ def zero3_partitioned(module: torch.nn.Module) -> tuple[int, int]:
     return split, len(params)
 
 
+class ResponseLogitsActor(Actor):
+    """Upstream's ``Actor`` whose action log-probs come from the output layer at the response positions only.
+
+    Upstream computes fp32 logits (B, T, V) for every position, prompt included, and then keeps the last
+    ``action_mask.shape[1]``: with SQL's ~540-token prompts and 96 new tokens that is 7x the logits (and their
+    gradient) the loss needs, about 1 GB per 8-row micro-batch of SmolLM2. Here the model is asked for
+    ``logits_to_keep = A + 1`` positions (Hugging Face causal LMs take it); the values are the same numbers,
+    since the output layer is applied per position. Any other call (packed samples, entropy, full log-probs,
+    multimodal inputs) goes to upstream unchanged. With ``return_output`` the output's ``logits`` are those of
+    the kept positions, (B, A + 1, V).
+    """
+
+    def forward(
+        self,
+        sequences: torch.LongTensor,
+        action_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        return_output: bool = False,
+        allgather_logits: bool = False,
+        return_logprobs: bool = False,
+        ring_attn_group=None,
+        packed_seq_lens=None,
+        return_entropy: bool = False,
+        **mm_inputs,
+    ):
+        upstream_only = (
+            action_mask is None
+            or attention_mask is None
+            or getattr(self, "packing_samples", False)
+            or getattr(self, "is_vlm", False)
+            or return_logprobs
+            or return_entropy
+            or allgather_logits
+            or mm_inputs
+        )
+        if upstream_only:
+            return super().forward(
+                sequences, action_mask, attention_mask, return_output, allgather_logits, return_logprobs,
+                ring_attn_group, packed_seq_lens, return_entropy, **mm_inputs,
+            )  # fmt: skip
+        n_actions = action_mask.shape[1]
+        position_ids = attention_mask.long().cumsum(-1) - 1
+        position_ids.masked_fill_(attention_mask == 0, 1)
+        output = self.model(
+            sequences, attention_mask=attention_mask, position_ids=position_ids, logits_to_keep=n_actions + 1
+        )
+        output["logits"] = output["logits"].to(torch.float32)
+        if self.temperature != 1.0:
+            output["logits"].div_(self.temperature)
+        # position j predicts token j + 1: the first A of the A + 1 kept positions predict the A response tokens
+        log_probs = log_probs_from_logits(output["logits"][:, :-1], sequences[:, -n_actions:])
+        action_log_probs = log_probs * action_mask.float()
+        return (action_log_probs, output) if return_output else action_log_probs
+
+
 class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
-    """Upstream's policy actor plus ``replay_relevance`` (dispatched like ``forward``)."""
+    """Upstream's policy actor plus ``replay_relevance`` (dispatched like ``forward``), with the policy's log-prob
+    forwards at the response positions only (``ResponseLogitsActor``)."""
+
+    def init_model_from_pretrained(self, *args, **kwargs):
+        super().init_model_from_pretrained(*args, **kwargs)
+        if type(self.actor) is Actor:  # same object, same weights and engine: only forward changes
+            self.actor.__class__ = ResponseLogitsActor
 
     def replay_relevance(
         self,

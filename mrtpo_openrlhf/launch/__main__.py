@@ -8,6 +8,7 @@ Exit status: the command's (124 when it timed out; 128 + N after signal N: 130 C
 import argparse
 import sys
 
+from .memory import NotEnoughMemory
 from .runner import Interrupted, run_openrlhf_cpu
 from .watchdog import STALL_SECONDS
 
@@ -55,6 +56,9 @@ def main(argv=None) -> int:
         )
     except Interrupted as interrupted:
         return interrupted.exit_status
+    except NotEnoughMemory as err:
+        print(f"[mrtpo.launch] {err}", file=sys.stderr)
+        return 2
     if result is None:
         return 0
     return 124 if result.timed_out else result.returncode

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..core.settings import DEFAULT_BETA, DEFAULT_REPLAY_MICRO_BATCH_SIZE
 from ..tasks import TASKS, get_task
+from .memory import NotEnoughMemory
 from .recipes import cpu_grpo_args
 from .runner import (
     REPO_ROOT,
@@ -203,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as interrupted:
         print(f"[mrtpo] {interrupted}: the run and its Ray head were stopped; nothing is left running", file=sys.stderr)
         return interrupted.exit_status
+    except NotEnoughMemory as err:
+        print(f"[mrtpo] {err}", file=sys.stderr)
+        return 2
     if result is None:  # a dry run: the commands are printed; check what the run would read
         return run_preflight(module, flags)
     if not result.ok:
@@ -217,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         plot_main([str(result.metrics_path), "--out", str(curves)])
     except Exception as exc:  # noqa: BLE001 - the plot is a convenience; the run itself succeeded
         print(f"[mrtpo] could not draw the curves: {exc}", file=sys.stderr)
-    print(f"[mrtpo] done in {time.time() - t0:.0f}s (peak memory {result.peak_rss_bytes / 2**30:.1f} GiB)")
+    print(f"[mrtpo] done in {time.time() - t0:.0f}s (peak memory {result.peak_memory_bytes / 2**30:.1f} GiB)")
     print(f"[mrtpo]   metrics:    {result.metrics_path}")
     print(f"[mrtpo]   curves:     {curves}")
     print(f"[mrtpo]   checkpoint: {out / 'model'}")

