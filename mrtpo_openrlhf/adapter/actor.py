@@ -12,6 +12,7 @@ from openrlhf.models.utils import log_probs_from_logits
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 from ..core import ReplayRequest, replay_relevance
+from .ranks import inject_replay_failure
 
 
 def zero3_partitioned(module: torch.nn.Module) -> tuple[int, int]:
@@ -103,14 +104,15 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
         runs on the engine's HF module; a rank whose model cannot take a KV cache replays unshared (fewer
         forwards) and pads with dummies up to the same count.
         """
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
         if not getattr(self, "_partition_logged", False):
             self._partition_logged = True
             partitioned, total = zero3_partitioned(self.actor.model)
-            rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
             print(
                 f"[mrtpo] replay on rank {rank}: {partitioned} of {total} parameters partitioned by ZeRO-3",
                 flush=True,
             )
+        inject_replay_failure(rank)  # test-only (MRTPO_INJECT_REPLAY_FAILURE): the other ranks block in a gather
         self.actor.eval()
         try:
             q, _ = replay_relevance(

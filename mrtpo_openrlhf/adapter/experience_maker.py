@@ -28,7 +28,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import ray
 import torch
 from openrlhf.models.utils import compute_reward
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
@@ -48,6 +47,7 @@ from ..core import (
     tokens_for_mass,
 )
 from ..rewards.contract import RewardVector
+from .ranks import get_ranks
 from .transport import pop_reward_vectors
 
 logger = logging.getLogger(__name__)
@@ -402,9 +402,12 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                 js_kernel=[margs.js_kernel] * num_ranks,
                 logits_fp32=[margs.replay_logits == "fp32"] * num_ranks,
             )
-            results = list(itertools.chain.from_iterable(ray.get(refs)))
+            # refs[i] runs on rank i (duplicate_actors is 1: MRTPO refuses ring attention and DeepSpeed TP); the
+            # first rank to fail fails the step at once instead of leaving the others in a ZeRO-3 gather
+            ranks = group._actor_handlers  # noqa: SLF001
+            results = list(itertools.chain.from_iterable(get_ranks(refs, ranks, "the MRTPO replay")))
             if self.args.train.colocate_all or self.args.train.colocate_actor_ref:
-                ray.get(group.async_run_method(method_name="empty_cache"))
+                get_ranks(group.async_run_method(method_name="empty_cache"), ranks, "empty_cache after the replay")
             for part, q_rank in zip(parts, results):
                 for local, i in enumerate(part):
                     g = rows[i]

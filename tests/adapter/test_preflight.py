@@ -334,3 +334,54 @@ def test_inputs_labels_and_chat_template(tmp_path):
     ]
     (model / "chat_template.jinja").write_text("{{ messages }}")
     assert preflight.check(flat(SQL_ROWS, actor__model_name_or_path=str(model))).problems == []
+
+
+def test_preflight_pass_parses_like_upstream_without_its_imports(monkeypatch):
+    """The pass with upstream's imports deferred sees the flags upstream's real parse gives, and leaves the real
+    modules importable afterwards."""
+    from mrtpo_openrlhf.cli import train_ppo_ray
+
+    argv = flags(SQL_ROWS, SQL_REWARD, "--algo.mrtpo.beta", "0.25")
+    seen = []
+    monkeypatch.setattr(preflight, "run", seen.append)
+    monkeypatch.setattr("sys.argv", ["train_ppo_ray", *argv])
+    train_ppo_ray.preflight_pass()
+    (deferred,) = seen
+    real = parse_upstream(argv, monkeypatch)
+    minute = "logger.wandb.run_name"  # upstream's default holds the minute it was built
+    ours = {preflight.ONLY_DEST, preflight.SKIP_DEST, preflight.ALLOW_UNEARNABLE_DEST}  # parse_upstream lacks them
+    assert {k: v for k, v in vars(deferred).items() if k not in ours | {minute}} == {
+        k: v for k, v in vars(real).items() if k != minute
+    }
+    assert not any(isinstance(m, train_ppo_ray._Deferred) for m in sys.modules.values())
+
+
+def test_cli_preflight_imports_no_ray_deepspeed_or_vllm(tmp_path):
+    """What made the check cost ~8 s: a good check and a bad one end before any of these is imported."""
+    heavy = ["ray", "deepspeed", "vllm", "transformers", "openrlhf.trainer", "openrlhf.utils"]
+    code = (
+        "import sys\nfrom mrtpo_openrlhf.cli import train_ppo_ray\nsys.argv = ['train_ppo_ray', *sys.argv[1:]]\n"
+        "try:\n    train_ppo_ray.main()\nexcept SystemExit as exc:\n"
+        f"    print('imported', [m for m in {heavy!r} if m in sys.modules], 'exit', exc.code)\n"
+    )
+    good = run(tmp_path, [sys.executable, "-c", code, *flags(SQL_ROWS), "--preflight-only"])
+    assert good.stdout.strip() == "imported [] exit 0", good.stdout + good.stderr[-2000:]
+    bad = run(tmp_path, [sys.executable, "-c", code, *flags(empty_file(tmp_path)), "--preflight-only"])
+    assert bad.stdout.strip() == "imported [] exit 2", bad.stdout + bad.stderr[-2000:]
+    assert len(problem_lines(bad.stderr)) == 1
+
+
+def test_launcher_preflight_runs_in_process_under_the_run_environment(tmp_path, monkeypatch, capfd):
+    """launch.runner.run_preflight: the CLI's check in the launcher's own process, the run's CPU environment
+    applied while it runs and put back after; a bad file is one line and status 2."""
+    from mrtpo_openrlhf.launch.runner import run_preflight
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    module = "mrtpo_openrlhf.cli.train_ppo_ray"
+    data = not_json_second_line(tmp_path)
+    assert run_preflight(module, flags(data)) == 2
+    (line,) = problem_lines(capfd.readouterr().err)
+    assert line.startswith(f"preflight: {data}:2: invalid JSON (")
+    assert run_preflight(module, flags(SQL_ROWS)) == 0
+    assert "preflight: ok in " in capfd.readouterr().err
+    assert "HF_HUB_OFFLINE" not in os.environ and sys.argv[0] != module

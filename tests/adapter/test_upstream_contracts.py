@@ -173,3 +173,33 @@ def test_train_joins_ray_through_ray_init_with_a_runtime_env_before_placing_anyt
     assert src.index("ray.init(") < src.index("placement_group(") < src.index("create_vllm_engines(")
     execute = inspect.getsource(SingleTurnAgentExecutor.execute)
     assert "except Exception as e:" in execute and "Failed to fetch reward" in execute
+
+
+def test_cli_module_imports_are_the_ones_the_preflight_pass_defers():
+    """The pre-flight pass runs upstream's CLI module with these top-level imports deferred (cli/train_ppo_ray.py):
+    they must be all it imports besides the standard library, and its parser must use none of them."""
+    import ast
+
+    import openrlhf.cli.train_ppo_ray as cli
+
+    from mrtpo_openrlhf.cli.train_ppo_ray import UPSTREAM_CLI_IMPORTS
+
+    tree = ast.parse(inspect.getsource(cli))
+    imported = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            imported += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            imported.append(node.module)
+    stdlib = {"argparse", "os", "datetime"}
+    assert sorted(set(imported) - stdlib) == sorted(UPSTREAM_CLI_IMPORTS)
+    main = next(n for n in tree.body if isinstance(n, ast.If))  # if __name__ == "__main__":
+    before_parse = []
+    for stmt in main.body:
+        if "parse_args" in ast.unparse(stmt):
+            break
+        before_parse.append(stmt)
+    used = {n.id for stmt in before_parse for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    top_names = {(a.asname or a.name).split(".")[0] for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)
+                 for a in n.names if getattr(n, "module", None) not in stdlib and a.name not in stdlib}  # fmt: skip
+    assert used & top_names == set(), used & top_names

@@ -139,6 +139,34 @@ def test_two_ranks_partitioned_uneven_replay_match_one_process(setup):
             assert torch.allclose(row["advantages"], torch.full_like(row["advantages"], row["gdpo"]), atol=1e-5)
 
 
+def test_one_failing_rank_fails_the_step_at_once_naming_it(setup, monkeypatch):
+    """The two-rank run above with MRTPO_INJECT_REPLAY_FAILURE=1: rank 1 raises as its replay starts, while rank 0
+    (all the replay work, the uneven reward) waits in its first ZeRO-3 gather for it. Without the fail-fast wait
+    (adapter/ranks.py) the run sat there for the collective's 60-minute timeout; now the error naming rank 1 and
+    the injected exception is logged within a minute of the replay's start, rank 0 is killed and the run ends."""
+    from mrtpo_openrlhf.adapter.ranks import INJECT_ENV
+    from mrtpo_openrlhf.launch import runner
+
+    monkeypatch.setitem(runner.MILESTONES, "parameters partitioned by ZeRO-3", "replay_start")
+    monkeypatch.setitem(runner.MILESTONES, "failed on actor rank", "rank_failed")
+    env = {"MRTPO_CPU_DTYPE": "fp32", "MRTPO_CPU_ZERO3_PERSISTENCE": "0", INJECT_ENV: "1"}
+    name = "rank2-fail"
+    result = run_openrlhf_cpu(
+        "mrtpo_openrlhf.cli.train_ppo_ray", flags(setup, name, 1, reward="uneven_reward.py", ranks=2, lr=0.0),
+        setup[0] / name, timeout=600, extra_env=env_for(setup, name, **env),
+    )  # fmt: skip
+    log = result.log_path.read_text(errors="replace")
+    assert result.returncode != 0 and result.stopped is None, (result.returncode, result.stopped, result.log_path)
+    assert (
+        "the MRTPO replay failed on actor rank 1 of 2: RuntimeError: injected replay failure on rank 1 "
+        f"({INJECT_ENV}=1); stopped rank(s) 0, left waiting for it"
+    ) in log, result.log_path
+    seen = result.milestones
+    assert "replay_start" in seen and "rank_failed" in seen, (seen, result.log_path)
+    assert seen["rank_failed"] - seen["replay_start"] < 60, seen
+    assert not result.metrics_path.exists() or not read_metrics(result.metrics_path)  # the step did not finish
+
+
 # ── reference model: KL in the reward (colocate_all, EMA) and KL as a loss ──
 
 
