@@ -229,7 +229,7 @@ def probe_task(tmp_path, monkeypatch):
     try:
         yield task
     finally:
-        tasks.TASKS.pop("pid_probe", None)
+        tasks.unregister("pid_probe")
 
 
 def test_verifier_calls_run_in_worker_processes_and_a_dead_worker_is_replaced(probe_task):

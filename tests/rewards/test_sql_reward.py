@@ -337,13 +337,14 @@ def test_cli_convert_and_check(tmp_path, capsys):
     assert "item 0" in capsys.readouterr().err
 
 
-def test_module_runs_as_a_script(tmp_path):
+@pytest.mark.parametrize("command", [["mrtpo_openrlhf.rewards.sql"], ["mrtpo_openrlhf.cli.task", "sql"]])
+def test_module_runs_as_a_script(tmp_path, command):
     out = tmp_path / "rows.jsonl"
     proc = subprocess.run(
         [
             sys.executable,
             "-m",
-            "mrtpo_openrlhf.tasks.sql.reward",
+            *command,
             "convert",
             "--format",
             "spider",

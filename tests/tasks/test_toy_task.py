@@ -83,7 +83,7 @@ def toy(tmp_path, monkeypatch):
     try:
         yield task
     finally:
-        tasks.TASKS.pop("toy", None)
+        tasks.unregister("toy")
 
 
 def flag(args, name):
