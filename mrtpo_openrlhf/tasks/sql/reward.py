@@ -205,6 +205,55 @@ def _logs(**values: float) -> dict[str, float]:
     return logs
 
 
+def _not_run(format_item: RewardItem, reason: str, gold_block: str, logs: dict[str, float]) -> RewardVector:
+    """``format`` as scored, ``executable`` and ``execution`` 0 with ``reason``: nothing was (or could be) run."""
+    return RewardVector(
+        [format_item, RewardItem("executable", 0.0, "", reason), RewardItem("execution", 0.0, gold_block, reason)],
+        primary=PRIMARY_REWARD,
+        logs=logs,
+    )
+
+
+def _execution_match(
+    sql: str | None,
+    pred: SqlResult,
+    gold: SqlResult,
+    parsed: SqlLabel,
+    comparison: str,
+    order_matters: bool,
+    strip_distinct: bool,
+    limits: dict[str, Any],
+    pred_cap: int,
+) -> tuple[bool, str]:
+    """(the ``execution`` reward, its reason): the predicted result against the gold's, by ``comparison``."""
+    match, why = False, ""
+    if sql is None or not pred.ok:
+        why = "the query did not run"
+    elif not gold.ok:
+        why = f"gold query failed: {gold.error}"
+    elif pred.truncated or gold.truncated:
+        why = "result too large to compare (row cap reached)"
+    else:
+        compared = pred
+        if strip_distinct and remove_distinct(sql) != sql:
+            compared = run_query(parsed.db_path, remove_distinct(sql), timeout_s=limits["timeout_s"], max_rows=pred_cap)
+        if not compared.ok:
+            why = f"query without DISTINCT failed: {compared.error}"
+        else:
+            try:
+                match = compare_results(
+                    comparison, compared.rows, gold.rows, order_matters=order_matters, timeout_s=COMPARE_TIMEOUT_S
+                )
+            except ComparisonTimeout:
+                why = f"result comparison did not finish within {COMPARE_TIMEOUT_S:g} s"
+                logger.warning("%s (%d rows, %d columns)", why, len(gold.rows), len(gold.rows[0]) if gold.rows else 0)
+            else:
+                if not match:
+                    ordered = ", ordered" if order_matters and comparison == "spider" else ""
+                    why = f"result differs from the reference ({comparison} comparison{ordered})"
+    return match, why
+
+
 def score_sql(
     query: str,
     prompt: str,
@@ -242,14 +291,8 @@ def score_sql(
             gold_block = parse_label(label).gold
         except ValueError:
             gold_block = ""
-        return RewardVector(
-            [
-                RewardItem("format", 0.0, SQL_FORMAT_BLOCK, too_long, inline=True),
-                RewardItem("executable", 0.0, "", too_long),
-                RewardItem("execution", 0.0, gold_block, too_long),
-            ],
-            primary=PRIMARY_REWARD,
-            logs=_logs(),
+        return _not_run(
+            RewardItem("format", 0.0, SQL_FORMAT_BLOCK, too_long, inline=True), too_long, gold_block, _logs()
         )
     fmt = check_format(response)
     format_item = RewardItem("format", float(fmt.ok), SQL_FORMAT_BLOCK, fmt.reason, inline=True)
@@ -258,24 +301,11 @@ def score_sql(
     try:
         parsed = parse_label(label)
     except ValueError as exc:
-        reason = f"{BAD_LABEL}: {exc}"
-        return RewardVector(
-            [format_item, RewardItem("executable", 0.0, "", reason), RewardItem("execution", 0.0, "", reason)],
-            primary=PRIMARY_REWARD,
-            logs=_logs(sql_has_query=sql is not None),
-        )
+        return _not_run(format_item, f"{BAD_LABEL}: {exc}", "", _logs(sql_has_query=sql is not None))
     gold_item_block = parsed.gold
     reason = missing_database(parsed)
     if reason:
-        return RewardVector(
-            [
-                format_item,
-                RewardItem("executable", 0.0, "", reason),
-                RewardItem("execution", 0.0, gold_item_block, reason),
-            ],
-            primary=PRIMARY_REWARD,
-            logs=_logs(sql_has_query=sql is not None),
-        )
+        return _not_run(format_item, reason, gold_item_block, _logs(sql_has_query=sql is not None))
 
     comparison, order_matters = choose_comparison(parsed.gold, parsed.mode)
     strip_distinct = comparison == "spider" and not parsed.keep_distinct
@@ -294,31 +324,7 @@ def score_sql(
         exec_reason = f"query failed: {pred.error}" if pred.error else ""
         exec_item = RewardItem("executable", float(pred.ok), pred.error, exec_reason)
 
-    match, why = False, ""
-    if sql is None or not pred.ok:
-        why = "the query did not run"
-    elif not gold.ok:
-        why = f"gold query failed: {gold.error}"
-    elif pred.truncated or gold.truncated:
-        why = "result too large to compare (row cap reached)"
-    else:
-        compared = pred
-        if strip_distinct and remove_distinct(sql) != sql:
-            compared = run_query(parsed.db_path, remove_distinct(sql), timeout_s=limits["timeout_s"], max_rows=pred_cap)
-        if not compared.ok:
-            why = f"query without DISTINCT failed: {compared.error}"
-        else:
-            try:
-                match = compare_results(
-                    comparison, compared.rows, gold.rows, order_matters=order_matters, timeout_s=COMPARE_TIMEOUT_S
-                )
-            except ComparisonTimeout:
-                why = f"result comparison did not finish within {COMPARE_TIMEOUT_S:g} s"
-                logger.warning("%s (%d rows, %d columns)", why, len(gold.rows), len(gold.rows[0]) if gold.rows else 0)
-            else:
-                if not match:
-                    ordered = ", ordered" if order_matters and comparison == "spider" else ""
-                    why = f"result differs from the reference ({comparison} comparison{ordered})"
+    match, why = _execution_match(sql, pred, gold, parsed, comparison, order_matters, strip_distinct, limits, pred_cap)
     exec_match_item = RewardItem("execution", float(match), gold_item_block, why)
 
     logs = _logs(
