@@ -39,8 +39,8 @@ from pathlib import Path
 
 from mrtpo_openrlhf.evaluation import Prediction, load_benchmark, score_examples
 from mrtpo_openrlhf.evaluation.runner import EvalConfig
-from mrtpo_openrlhf.verifiers.instructions.muldimif import NUMBER_WORDS
-from mrtpo_openrlhf.verifiers.tool import ToolCall, reference_calls, render_calls
+from mrtpo_openrlhf.tasks.instruction.verifier.muldimif import NUMBER_WORDS
+from mrtpo_openrlhf.tasks.tool.verifier import ToolCall, reference_calls, render_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -225,8 +225,8 @@ def targeted_ifeval(iid: str, kw: dict, prompt: str) -> list[str]:
 def _offline_nltk(stopwords_dir: Path) -> None:
     import nltk
 
-    from mrtpo_openrlhf.verifiers.instructions import ensure_punkt
-    from mrtpo_openrlhf.verifiers.instructions.ifbench import STOPWORDS_FILE
+    from mrtpo_openrlhf.tasks.instruction.verifier import ensure_punkt
+    from mrtpo_openrlhf.tasks.instruction.verifier.ifbench import STOPWORDS_FILE
 
     nltk.download = lambda *a, **k: True
     ensure_punkt()
@@ -444,7 +444,7 @@ def muldimif_parity(src: Path, limit: int | None) -> tuple[int, int, dict[str, l
     except ImportError:
         sys.modules["zhconv"] = types.SimpleNamespace(convert=lambda text, locale: text)
         chinese = False
-    from mrtpo_openrlhf.verifiers.instructions import ensure_punkt
+    from mrtpo_openrlhf.tasks.instruction.verifier import ensure_punkt
 
     ensure_punkt()  # Content_Punctuation calls nltk.sent_tokenize on both sides
     for path in (src / "Code", src / "Code" / "evaluation"):
@@ -459,7 +459,7 @@ def muldimif_parity(src: Path, limit: int | None) -> tuple[int, int, dict[str, l
     agree = total = 0
     per: dict[str, list[int]] = {}
     diffs: list[str] = []
-    from mrtpo_openrlhf.verifiers.instructions import MulDimIFConstraint, UnsupportedInstruction, check_strict
+    from mrtpo_openrlhf.tasks.instruction.verifier import MulDimIFConstraint, UnsupportedInstruction, check_strict
 
     for item in data:
         prompt = item["conversations"][0]["content"]
@@ -566,7 +566,7 @@ def bfcl_parity(limit: int | None) -> tuple[int, int, dict[str, list[int]], list
     per: dict[str, list[int]] = {}
     cfg = EvalConfig(["bfcl"], workers=1)
     for category in PY_CATEGORIES:
-        for ex in load_benchmark("bfcl", bfcl_categories=(category,))[:limit]:
+        for ex in load_benchmark("bfcl", categories=(category,))[:limit]:
             calls = reference_calls(ex.target["ground_truth"], ex.target["functions"])
             for k, variant in enumerate(_variants(calls)):
                 model_output = [{c.name: c.arguments} for c in variant]
@@ -577,7 +577,7 @@ def bfcl_parity(limit: int | None) -> tuple[int, int, dict[str, list[int]], list
                 checks = [("ast", official, ours["verdict"])]
                 if decode is not None and variant:
                     source = _python_source(variant)
-                    from mrtpo_openrlhf.evaluation.predictions import parse_python_calls
+                    from mrtpo_openrlhf.tasks.tool.benchmarks import parse_python_calls
 
                     mine = parse_python_calls(source)
                     theirs = decode(source)

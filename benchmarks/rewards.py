@@ -2,7 +2,7 @@
 
 Usage: ``python benchmarks/rewards.py [--seconds 2] [--families tool,sql,instruction]``
 
-For each family (a registered task, ``mrtpo_openrlhf/tasks.py``) its bundled mini set (rows with ``prompt`` and
+For each family (a registered task, ``mrtpo_openrlhf/tasks/__init__.py``) its bundled mini set (rows with ``prompt`` and
 ``label``) is scored one response per call, the way OpenRLHF calls ``reward_func``, with a correct-ish
 and a wrong response per row where the family allows building one. A family whose module or fixture is
 missing is reported as skipped, with the reason. The runaway part runs an infinite ``WITH RECURSIVE``
@@ -80,8 +80,8 @@ def _make_db(folder: Path) -> Path:
 
 def bench_runaway() -> list[dict[str, Any]]:
     try:
-        sandbox = importlib.import_module("mrtpo_openrlhf.verifiers.sql")
-        sql_reward = importlib.import_module("mrtpo_openrlhf.rewards.sql")
+        sandbox = importlib.import_module("mrtpo_openrlhf.tasks.sql.verifier")
+        sql_reward = importlib.import_module("mrtpo_openrlhf.tasks.sql.reward")
     except Exception as exc:  # noqa: BLE001
         return [{"query": "(all)", "skipped": f"SQL verifier missing: {type(exc).__name__}: {exc}"}]
     results = []

@@ -5,7 +5,7 @@ In training, upstream's ``SingleTurnExecutor`` scores each finished response ins
 cores), beside the engine's output loop, which holds the GIL most of the time. This replays that: every response
 is a query that earns all three SQL rewards when scored alone (the bundled fixtures' gold queries, and a
 "heavy" valid query that sorts ~40 MiB, as a big BIRD table's ORDER BY / GROUP BY does), scored by
-``mrtpo_openrlhf.rewards.sql.score_sql`` through ``asyncio.to_thread`` with 32 workers, with and without a
+``mrtpo_openrlhf.tasks.sql.reward.score_sql`` through ``asyncio.to_thread`` with 32 workers, with and without a
 busy thread that holds the GIL (a pure-Python loop), and counts the responses that lose ``executable`` or
 ``execution``, with the reasons.
 
@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from mrtpo_openrlhf.rewards import sql as sql_reward
-from mrtpo_openrlhf.verifiers.sql import pool, sandbox
+from mrtpo_openrlhf.tasks.sql import reward as sql_reward
+from mrtpo_openrlhf.tasks.sql.verifier import pool, sandbox
 
 FIXTURES = sql_reward.FIXTURE_DIR
 # Valid, and alone well inside the limits (~40 MiB of sorter memory, ~0.1 s): 10,000 rows of 4 KB sorted.

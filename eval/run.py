@@ -7,7 +7,7 @@ from pathlib import Path
 # The code of this checkout, not whichever copy of the package is installed (summary.json records its commit).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mrtpo_openrlhf.evaluation.cli import main  # noqa: E402
+from mrtpo_openrlhf.cli.evaluate import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,3 +1,3 @@
 """OpenRLHF ``--reward.remote_url`` entry for instruction following (one reward per constraint)."""
 
-from mrtpo_openrlhf.rewards.instruction import reward_func  # noqa: F401
+from mrtpo_openrlhf.tasks.instruction.reward import reward_func  # noqa: F401

@@ -3,6 +3,6 @@
 OpenRLHF loads this file by path, so it must import the installed package (no relative imports).
 """
 
-from mrtpo_openrlhf.rewards.sql import reward_func
+from mrtpo_openrlhf.tasks.sql.reward import reward_func
 
 __all__ = ["reward_func"]

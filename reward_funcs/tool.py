@@ -1,3 +1,3 @@
 """OpenRLHF ``--reward.remote_url reward_funcs/tool.py``: the tool-calling multi-reward function."""
 
-from mrtpo_openrlhf.rewards.tool import reward_func  # noqa: F401
+from mrtpo_openrlhf.tasks.tool.reward import reward_func  # noqa: F401

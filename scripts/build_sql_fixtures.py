@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from mrtpo_openrlhf.data.jsonl import write_jsonl
-from mrtpo_openrlhf.rewards.sql import FIXTURE_DIR, convert_examples
-from mrtpo_openrlhf.verifiers.sql import execute_sql
+from mrtpo_openrlhf.tasks.sql.reward import FIXTURE_DIR, convert_examples
+from mrtpo_openrlhf.tasks.sql.verifier import execute_sql
 
 DATABASES: dict[str, dict] = {
     "bookstore": {

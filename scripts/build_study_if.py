@@ -16,7 +16,7 @@ import json
 import random
 from pathlib import Path
 
-from mrtpo_openrlhf.verifiers.instructions import build_checker
+from mrtpo_openrlhf.tasks.instruction.verifier import build_checker
 
 TASKS = [
     "Write a short poem about {}.",

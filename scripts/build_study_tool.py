@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from mrtpo_openrlhf.data.jsonl import write_jsonl
-from mrtpo_openrlhf.rewards.tool import TOOL_REWARD_SETS, to_row
-from mrtpo_openrlhf.verifiers.tool import load_bfcl
+from mrtpo_openrlhf.tasks.tool.reward import TOOL_REWARD_SETS, to_row
+from mrtpo_openrlhf.tasks.tool.verifier import load_bfcl
 
 EXAMPLE = (
     "Example (a different request and function):\n"

@@ -1,3 +1,3 @@
 #!/usr/bin/env bash
 # Baseline: GDPO on the same task and settings as train_mrtpo_if.sh.
-exec env ESTIMATOR=gdpo bash "$(dirname "${BASH_SOURCE[0]}")/train_mrtpo_if.sh" "$@"
+exec env TASK=instruction ESTIMATOR=gdpo bash "$(dirname "${BASH_SOURCE[0]}")/train.sh" "$@"

@@ -1,3 +1,3 @@
 #!/usr/bin/env bash
 # Baseline: GRPO on the same task and settings as train_mrtpo_tool.sh.
-exec env ESTIMATOR=group_norm bash "$(dirname "${BASH_SOURCE[0]}")/train_mrtpo_tool.sh" "$@"
+exec env TASK=tool ESTIMATOR=group_norm bash "$(dirname "${BASH_SOURCE[0]}")/train.sh" "$@"

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from ..metrics import ENV_VAR as METRICS_ENV
 from ..rewards.env import VERIFIER_ENV_VARS
-from ..rewards.sql import DB_ROOT_ENV
+from ..tasks.sql.reward import DB_ROOT_ENV
 from .experience_maker import DUMP_ENV
 
 # Read by the trainer actor or inside the rollout (reward) processes; paths are made absolute (a worker's working

@@ -524,7 +524,7 @@ def check(flags: argparse.Namespace) -> Report:
         else:
             check_labels(rows + eval_rows, label_key, task, flags, report)
     elif getattr(flags, "reward.remote_url", None):
-        report.notes.append("labels not checked: the reward is not a registered task's (mrtpo_openrlhf/tasks.py)")
+        report.notes.append("labels not checked: the reward is not a registered task's (mrtpo_openrlhf/tasks/)")
     return report
 
 

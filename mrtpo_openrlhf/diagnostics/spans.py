@@ -30,8 +30,8 @@ from typing import Any, Sequence
 
 from mrtpo_openrlhf.core.replay import common_prefix_length
 from mrtpo_openrlhf.tasks import TASKS, get_task
-from mrtpo_openrlhf.verifiers.sql import extract_sql
-from mrtpo_openrlhf.verifiers.sql.lexer import tokenize as sql_tokenize
+from mrtpo_openrlhf.tasks.sql.verifier import extract_sql
+from mrtpo_openrlhf.tasks.sql.verifier.lexer import tokenize as sql_tokenize
 
 Span = tuple[int, int]
 

@@ -7,13 +7,12 @@ Accepted, per file (the format is recognised from the content):
   BFCL = id). IFEval/IFBench rows may give ``"prompt"`` instead of ``id`` (the official
   ``{"prompt", "response"}`` rows of ``sample_output.jsonl``; matched exactly, then with surrounding spaces
   stripped, as allenai/IFBench's ``get_response_for_prompt``).
-- **Spider's official prediction file**: plain text, one query per line in dev order (blank lines skipped, a
-  ``\\t`` and what follows it ignored, as ``evaluation.py`` reads ``l.strip().split('\\t')``).
-- **BIRD's official JSON**: ``{"<question_id>": "SQL\\t----- bird -----\\t<db_id>", ...}``.
-- **BFCL**: besides the project's ``<tool_call>`` layout in ``response``, BFCL's own prompt-mode output (a python
-  call list such as ``[get_weather(city='Paris'), f(x=1)]``, in ``response`` or BFCL's ``result`` field, parsed
-  with ``ast``, never evaluated), BFCL's FC-mode ``result`` list ``[{"name": "<json args>"}]``, and OpenAI-style
-  ``"tool_calls": [{"type": "function", "function": {"name": ..., "arguments": "<json>"}}]``.
+- **A benchmark's own formats**, declared by its task (``Benchmark.predictions``: ``detects_file``/``read_file``
+  for a whole file, ``row_predictions`` for a row): Spider's official plain text (one query per line in dev order,
+  blank lines skipped, a ``\\t`` and what follows it ignored, as ``evaluation.py`` reads
+  ``l.strip().split('\\t')``), BIRD's official JSON ``{"<question_id>": "SQL\\t----- bird -----\\t<db_id>", ...}``,
+  and for BFCL its prompt-mode python call list, FC-mode ``result`` and OpenAI-style ``tool_calls``
+  (``tasks/tool/benchmarks.py``).
 - **OpenAI chat completions** (any benchmark): ``"message": {...}`` or ``"choices": [{"message": {...}}, ...]``
   (each choice a sample) instead of ``response``: the message's ``content`` is the response, and for BFCL its
   ``tool_calls`` are the calls where it has them.
@@ -26,153 +25,28 @@ distinct ``"sample"`` indices; a repeated id without ``sample`` is an error (an 
 
 from __future__ import annotations
 
-import ast
 import json
-import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl_numbered
-from mrtpo_openrlhf.verifiers.tool import ParsedCalls, ToolCall
+from mrtpo_openrlhf.tasks import BENCHMARKS, get_benchmark
 
-from .data import BENCHMARKS, IF_BENCHMARKS, SQL_BENCHMARKS, EvalExample
-
-BIRD_SEPARATOR = "\t----- bird -----\t"
+from .data import EvalExample
 
 
 @dataclass(frozen=True)
 class Prediction:
     """One sample for one example: the model's text, plus an answer already extracted by the file format
-    (a bare SQL string for Spider/BIRD, ``ParsedCalls`` for BFCL), used instead of parsing ``response``."""
+    (a bare SQL string, parsed tool calls), used instead of parsing ``response``."""
 
     response: str
     answer: Any = None
 
 
-# ----------------------------------------------------------------------------------------------- BFCL calls
-_BIN_OPS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _value(node: ast.AST) -> Any:
-    """BFCL's ``resolve_ast_by_type`` without ``eval``: constants, containers, names (as strings), nested calls,
-    and arithmetic on number literals (BFCL evaluates those; here +-*/ // % only, no power, no lambdas)."""
-    if isinstance(node, ast.Constant):
-        return "..." if node.value is Ellipsis else node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        operand = _value(node.operand)
-        if not _number(operand):
-            raise ValueError(f"unary {type(node.op).__name__} on a non-number")
-        return -operand if isinstance(node.op, ast.USub) else operand
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_value(v) for v in node.elts]
-    if isinstance(node, ast.Dict):
-        if any(k is None for k in node.keys):
-            raise ValueError("dict unpacking (**) is not a value")
-        return {_value(k): _value(v) for k, v in zip(node.keys, node.values)}
-    if isinstance(node, ast.BinOp) and type(node.op) in _BIN_OPS:
-        left, right = _value(node.left), _value(node.right)
-        if _number(left) and _number(right):
-            return _BIN_OPS[type(node.op)](left, right)
-        if isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str):
-            return left + right
-        raise ValueError("arithmetic on non-numbers")
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call):
-        if not node.keywords:
-            return ast.unparse(node)
-        call = _call(node)
-        return {call.name: call.arguments}
-    if isinstance(node, ast.Subscript):
-        return ast.unparse(node)
-    raise ValueError(f"unsupported expression {type(node).__name__}")
-
-
-def _call(node: ast.Call) -> ToolCall:
-    parts, func = [], node.func
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if isinstance(func, ast.Name):
-        parts.append(func.id)
-    if any(k.arg is None for k in node.keywords):
-        raise ValueError("keyword unpacking (**) is not an argument")
-    if node.args:
-        raise ValueError(f"positional arguments in a call of {'.'.join(reversed(parts))} (BFCL needs keywords)")
-    return ToolCall(".".join(reversed(parts)), {k.arg: _value(k.value) for k in node.keywords})
-
-
-def parse_python_calls(text: str) -> ParsedCalls:
-    """BFCL prompt-mode output -> calls, as ``default_decode_ast_prompting`` decodes it (backticks/newlines
-    stripped, brackets added when missing), with ``ast.parse`` and no evaluation. Never raises."""
-    body = text.strip("`\n ")
-    if not body.startswith("["):
-        body = "[" + body
-    if not body.endswith("]"):
-        body = body + "]"
-    try:
-        tree = ast.parse(body.strip().strip("'"), mode="eval").body
-        nodes = [tree] if isinstance(tree, ast.Call) else list(getattr(tree, "elts", [None]))
-        if not all(isinstance(n, ast.Call) for n in nodes):
-            return ParsedCalls(None, "not a python list of function calls")
-        return ParsedCalls([_call(n) for n in nodes], "")
-    except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError) as exc:
-        return ParsedCalls(None, f"not a python list of function calls: {exc}")
-
-
-def _json_arguments(raw: Any, where: str) -> dict:
-    args = json.loads(raw) if isinstance(raw, str) else ({} if raw is None else raw)
-    if not isinstance(args, dict):
-        raise ValueError(f"{where}: arguments must be a JSON object")
-    return args
-
-
-def parse_openai_tool_calls(tool_calls: Any) -> ParsedCalls:
-    """OpenAI ``tool_calls`` list (``{"type": "function", "function": {"name", "arguments": "<json>"}}``)."""
-    if not isinstance(tool_calls, list):
-        return ParsedCalls(None, "'tool_calls' must be a list")
-    calls = []
-    try:
-        for i, item in enumerate(tool_calls):
-            fn = item.get("function") if isinstance(item, dict) else None
-            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                raise ValueError(
-                    f"tool_calls[{i}]: expected {{'type': 'function', 'function': {{'name', 'arguments'}}}}"
-                )
-            calls.append(ToolCall(fn["name"], _json_arguments(fn.get("arguments"), f"tool_calls[{i}]")))
-    except (ValueError, json.JSONDecodeError) as exc:
-        return ParsedCalls(None, str(exc))
-    return ParsedCalls(calls, "")
-
-
-def parse_fc_result(result: list) -> ParsedCalls:
-    """BFCL FC-mode ``result``: ``[{"func_name": "<json args>" or {...}}, ...]``."""
-    calls = []
-    try:
-        for i, item in enumerate(result):
-            if not isinstance(item, dict) or len(item) != 1:
-                raise ValueError(f"result[{i}]: expected one {{name: arguments}} object")
-            ((name, raw),) = item.items()
-            calls.append(ToolCall(name, _json_arguments(raw, f"result[{i}]")))
-    except (ValueError, json.JSONDecodeError) as exc:
-        return ParsedCalls(None, str(exc))
-    return ParsedCalls(calls, "")
-
-
 # ----------------------------------------------------------------------------------------------- rows
-def _chat_messages(row: dict, where: str) -> list[dict] | None:
+def chat_messages(row: dict, where: str) -> list[dict] | None:
     """The assistant message(s) of an OpenAI chat-completion row: ``message``, or ``choices[i].message`` (each
     choice one sample, as ``n`` > 1 returns them); None when the row has neither."""
     if "choices" in row:
@@ -191,7 +65,7 @@ def _chat_messages(row: dict, where: str) -> list[dict] | None:
     return None
 
 
-def _message_text(message: dict, where: str) -> str | None:
+def message_text(message: dict, where: str) -> str | None:
     """A message's ``content``: a string, or the text of its content parts; None when it has none."""
     content = message.get("content")
     if content is None or isinstance(content, str):
@@ -201,69 +75,49 @@ def _message_text(message: dict, where: str) -> str | None:
     raise DatasetError(f"{where}: the message's 'content' must be a string or a list of content parts")
 
 
-def _message_prediction(message: dict, bench: str, where: str) -> Prediction:
-    """BFCL: the message's ``tool_calls`` where it has them (OpenAI shape), else its text as a response."""
-    if bench == "bfcl" and message.get("tool_calls") is not None:
-        calls = message["tool_calls"]
-        return Prediction(json.dumps(calls, ensure_ascii=False), parse_openai_tool_calls(calls))
-    text = _message_text(message, where)
+def _message_prediction(message: dict, where: str) -> Prediction:
+    text = message_text(message, where)
     if text is None:
-        raise DatasetError(
-            f"{where}: the message has no 'content'" + (" and no 'tool_calls'" if bench == "bfcl" else "")
-        )
-    return _text_prediction(text, bench)
-
-
-def _text_prediction(text: str, bench: str) -> Prediction:
-    if bench == "bfcl":  # the project's <tool_call> layout, else BFCL's prompt-mode python call list
-        return Prediction(text, None if "<tool_call>" in text else parse_python_calls(text))
+        raise DatasetError(f"{where}: the message has no 'content'")
     return Prediction(text)
 
 
-def _bfcl_prediction(row: dict, where: str) -> list[Prediction]:
-    if "tool_calls" in row:
-        calls = row["tool_calls"]
-        return [Prediction(json.dumps(calls, ensure_ascii=False), parse_openai_tool_calls(calls))]
-    if "result" in row:
-        result = row["result"]
-        if isinstance(result, list) and all(isinstance(x, dict) for x in result):
-            return [Prediction(json.dumps(result, ensure_ascii=False), parse_fc_result(result))]
-        if isinstance(result, str):
-            return [Prediction(result, parse_python_calls(result))]
-        raise DatasetError(f"{where}: 'result' must be BFCL's prompt-mode string or FC-mode list")
-    messages = _chat_messages(row, where)
-    if messages is not None:
-        return [_message_prediction(m, "bfcl", where) for m in messages]
-    return [_text_prediction(text, "bfcl") for text in _texts(row, where, "bfcl")]
-
-
-def _texts(row: dict, where: str, bench: str) -> list[str]:
+def texts(row: dict, where: str, alt: str = "") -> list[str]:
+    """The row's ``responses`` or ``response``; ``alt`` names the benchmark's other fields in the error."""
     if "responses" in row:
         texts = row["responses"]
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             raise DatasetError(f"{where}: 'responses' must be a non-empty list of strings")
         return texts
     if not isinstance(row.get("response"), str):
-        alt = {
-            "spider": "'sql', ",
-            "bird": "'sql', ",
-            "bfcl": "'result', 'tool_calls', ",
-        }.get(bench, "")
         raise DatasetError(f"{where}: 'response' must be a string (or give {alt}'message' or 'choices')")
     return [row["response"]]
 
 
+def _answer_fields() -> dict[str, list[str]]:
+    """{row field: the benchmarks whose rows may give their extracted answer under it} (``answer_field``)."""
+    fields: dict[str, list[str]] = {}
+    for entry in BENCHMARKS.values():
+        if entry.answer_field:
+            fields.setdefault(entry.answer_field, []).append(entry.name)
+    return fields
+
+
 def _row_predictions(row: dict, bench: str, where: str) -> list[Prediction]:
-    if bench == "bfcl":
-        return _bfcl_prediction(row, where)
-    if "sql" in row:
-        if bench not in SQL_BENCHMARKS or not isinstance(row["sql"], str):
-            raise DatasetError(f"{where}: 'sql' is allowed only for spider/bird and must be a string")
-        return [Prediction(row.get("response") or "", row["sql"])]
-    messages = _chat_messages(row, where)
+    entry = get_benchmark(bench)
+    own = entry.hook("row_predictions")
+    if own is not None:  # the benchmark reads its rows itself
+        return own(row, where)
+    for name, owners in _answer_fields().items():
+        if name in row:
+            if bench not in owners or not isinstance(row[name], str):
+                raise DatasetError(f"{where}: {name!r} is allowed only for {'/'.join(owners)} and must be a string")
+            return [Prediction(row.get("response") or "", row[name])]
+    messages = chat_messages(row, where)
     if messages is not None:
-        return [_message_prediction(m, bench, where) for m in messages]
-    return [Prediction(t) for t in _texts(row, where, bench)]
+        return [_message_prediction(m, where) for m in messages]
+    alt = f"{entry.answer_field!r}, " if entry.answer_field else ""
+    return [Prediction(t) for t in texts(row, where, alt)]
 
 
 class _Collector:
@@ -334,28 +188,17 @@ def _single(bench: str | None, requested: Sequence[str], allowed: Sequence[str],
     return bench
 
 
-def _read_spider_lines(path: str, text: str, col: _Collector) -> None:
-    queries = [ln.split("\t")[0] for ln in (raw.strip() for raw in text.splitlines()) if ln]
-    n = len(col.examples["spider"])
-    if len(queries) > n:  # ids are positions: the surplus lines have no example
-        raise DatasetError(
-            f"{path}: {len(queries)} queries for the {n} spider examples (one query per line, in dev.json order): "
-            f"queries {n + 1}-{len(queries)} have no example"
-        )
-    for index, sql in enumerate(queries):
-        col.add(path, "spider", str(index), [Prediction("", sql)], None, f"{path}: query {index + 1}")
-
-
-def _read_bird_json(path: str, data: dict, col: _Collector) -> None:
-    db_of = {ex.id: ex.meta.get("db_id") for ex in col.examples["bird"]}
-    for key, value in data.items():
-        sql, sep, db_id = value.partition(BIRD_SEPARATOR)
-        if sep and key in db_of and db_id.strip() != db_of[key]:
-            raise DatasetError(
-                f"{path}: question {key}: prediction is for database {db_id.strip()!r}, "
-                f"the benchmark item is on {db_of[key]!r}"
-            )
-        col.add(path, "bird", key, [Prediction("", sql)], None, f"{path}: question {key}")
+def _native_format(bench_of_file: str | None, requested: Sequence[str], text: str, whole: Any, path: str):
+    """The benchmark whose own whole-file format ``path`` is in (its ``detects_file``), or None for JSONL rows."""
+    found = []
+    for entry in BENCHMARKS.values():
+        detects = entry.hook("detects_file")
+        what = detects(entry.name, text, whole) if detects is not None else None
+        if what:
+            found.append((entry.name, what))
+    if not found:
+        return None
+    return _single(bench_of_file, requested, [name for name, _ in found], found[0][1], path)
 
 
 def _read_jsonl(path: str, bench_of_file: str | None, requested: Sequence[str], col: _Collector) -> None:
@@ -369,14 +212,13 @@ def _read_jsonl(path: str, bench_of_file: str | None, requested: Sequence[str], 
             )
         if bench not in col.out:
             raise DatasetError(f"{where}: benchmark {bench!r} was not requested ({', '.join(requested)})")
+        by_prompt = get_benchmark(bench).keyed_by_prompt
         if isinstance(row.get("id"), (str, int)) and not isinstance(row.get("id"), bool):
             key = str(row["id"])
-        elif bench in IF_BENCHMARKS and isinstance(row.get("prompt"), str):
+        elif by_prompt and isinstance(row.get("prompt"), str):
             key = col.id_for_prompt(bench, row["prompt"])
         else:
-            raise DatasetError(
-                f"{where}: missing 'id' (string or integer)" + (" or 'prompt'" if bench in IF_BENCHMARKS else "")
-            )
+            raise DatasetError(f"{where}: missing 'id' (string or integer)" + (" or 'prompt'" if by_prompt else ""))
         sample = row.get("sample")
         if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool)):
             raise DatasetError(f"{where}: 'sample' must be an integer")
@@ -405,29 +247,15 @@ def read_predictions(
                 whole = json.loads(text)
             except json.JSONDecodeError:
                 whole = None  # JSONL
-        if isinstance(whole, dict) and whole and all(k.isdigit() and isinstance(v, str) for k, v in whole.items()):
-            _single(bench_of_file, requested, ("bird",), "BIRD's JSON prediction file", path)
-            _read_bird_json(path, whole, col)
-        elif head and head not in "{[":
-            _single(
-                bench_of_file,
-                requested,
-                ("spider",),
-                "a plain-text prediction file (one SQL per line) is Spider's official format",
-                path,
-            )
-            _read_spider_lines(path, text, col)
+        native = _native_format(bench_of_file, requested, text, whole, path)
+        if native is not None:
+            read = get_benchmark(native).hook("read_file")
+            for key, preds, where in read(native, path, text, whole, col.examples[native]):
+                col.add(path, native, key, preds, None, where)
         else:
             _read_jsonl(path, bench_of_file, requested, col)
         col.check_file(path)
     return col.out
 
 
-__all__ = [
-    "BIRD_SEPARATOR",
-    "Prediction",
-    "parse_fc_result",
-    "parse_openai_tool_calls",
-    "parse_python_calls",
-    "read_predictions",
-]
+__all__ = ["Prediction", "chat_messages", "message_text", "read_predictions", "texts"]

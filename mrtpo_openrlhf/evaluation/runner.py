@@ -29,12 +29,14 @@ from tqdm import tqdm
 
 from mrtpo_openrlhf.data.jsonl import new_file_mode, write_jsonl
 from mrtpo_openrlhf.paths import REPO_ROOT
-from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES, BFCL_VERSION_PREFIX
+from mrtpo_openrlhf.tasks import get_benchmark
+from mrtpo_openrlhf.tasks.sql.benchmarks import BIRD_TIMEOUT_S, SPIDER_TIMEOUT_S
+from mrtpo_openrlhf.tasks.tool.verifier import AST_CATEGORIES
 
-from .data import IF_BENCHMARKS, SQL_BENCHMARKS, EvalExample, load_benchmark
+from .data import EvalExample, load_benchmark
 from .generation import GenerationConfig, Generator
 from .predictions import Prediction, read_predictions
-from .scoring import BIRD_TIMEOUT_S, NO_PREDICTION, SPIDER_TIMEOUT_S, pass_at_k, score_one, summarize
+from .scoring import NO_PREDICTION, pass_at_k, score_one, summarize
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +72,12 @@ class EvalConfig:
 
 
 def limit_examples(examples: Sequence[EvalExample], limit: int) -> list[EvalExample]:
-    """The first ``limit`` examples; for BFCL the first ``limit`` of each category."""
+    """The first ``limit`` examples; for a benchmark with groups (BFCL) the first ``limit`` of each group."""
     taken: dict[str, int] = {}
     out = []
     for ex in examples:
-        group = ex.meta.get("category", "") if ex.benchmark == "bfcl" else ""
+        key = get_benchmark(ex.benchmark).group
+        group = ex.meta.get(key, "") if key else ""
         if taken.get(group, 0) < limit:
             taken[group] = taken.get(group, 0) + 1
             out.append(ex)
@@ -90,16 +93,13 @@ def score_examples(
     """Records in example order: one per sample (a Prediction, a list of samples, or None = no prediction).
 
     With several samples each record carries ``sample`` (its index) and ``weight`` = 1/n_samples, so every example
-    weighs 1 in the aggregates. SQL benchmarks are scored on ``cfg.workers`` threads.
+    weighs 1 in the aggregates. Benchmarks registered ``threaded`` (SQL) are scored on ``cfg.workers`` threads.
     """
 
     def one(job: tuple[EvalExample, Prediction | None, int, int]) -> dict[str, Any]:
         ex, pred, index, n = job
-        options: dict[str, Any] = {}
-        if ex.benchmark == "spider":
-            options = {"timeout_s": cfg.spider_timeout_s, "keep_distinct": cfg.keep_distinct}
-        elif ex.benchmark == "bird":
-            options = {"timeout_s": cfg.bird_timeout_s}
+        make_options = get_benchmark(ex.benchmark).function("options")
+        options: dict[str, Any] = make_options(cfg) if make_options is not None else {}
         if pred is None:
             record = {**score_one(ex, "", None, **options), "verdict": False, "reason": NO_PREDICTION}
             if "unsupported" in record:  # nothing was scored, so nothing was unsupported
@@ -113,7 +113,7 @@ def score_examples(
     for ex, given in zip(examples, responses):
         samples = [given] if given is None or isinstance(given, Prediction) else list(given)
         jobs += [(ex, pred, i, len(samples)) for i, pred in enumerate(samples)]
-    threaded = cfg.workers > 1 and any(ex.benchmark in SQL_BENCHMARKS for ex in examples)
+    threaded = cfg.workers > 1 and any(get_benchmark(ex.benchmark).threaded for ex in examples)
     records = []
     with tqdm(total=len(jobs), desc=desc, unit="ex", disable=len(jobs) < 20) as bar:
         if threaded:
@@ -201,7 +201,7 @@ def _scalars(part: dict[str, Any]) -> str:
 
 def _details(bench: str, summary: dict[str, Any]) -> list[str]:
     lines = [f"\n### {bench} (n = {summary['n']})", "", _scalars(summary)]
-    if bench in IF_BENCHMARKS:
+    if "prompt_loose" in summary:  # IFEval's four numbers
         lines += [
             "\n| level | strict | loose |",
             "|---|---:|---:|",
@@ -221,42 +221,6 @@ def _details(bench: str, summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def if_official_rows(records: list[dict], mode: str) -> list[dict]:
-    """IFEval ``evaluation_main``'s ``eval_results_<mode>.jsonl`` rows (its ``OutputExample`` fields, in the
-    order ``write_outputs`` writes them), one per scored response; ``response`` is the text the checkers read
-    (a ``<think>`` block removed), an example without a prediction has ``""`` and fails, as a blank response does."""
-    return [
-        {
-            "follow_all_instructions": r[f"follow_all_{mode}"],
-            "follow_instruction_list": r[f"follow_instruction_list_{mode}"],
-            "instruction_id_list": r["instruction_id_list"],
-            "prompt": r["prompt"],
-            "response": r["answer"],
-        }
-        for r in records
-    ]
-
-
-def bfcl_score_files(records: list[dict], summary: dict[str, Any], label: str) -> dict[str, list[dict]]:
-    """BFCL's score files, ``<label>/<non_live|live>/BFCL_v4_<category>_score.json`` (JSON lines): a header
-    ``{"accuracy", "correct_count", "total_count"}`` then one entry per wrong example, as ``save_eval_results``
-    writes them (``correct_count`` is fractional when samples make it an expected count)."""
-    model_dir = label.replace("/", "_")
-    files: dict[str, list[dict]] = {}
-    for category, stats in summary["by_category"].items():
-        group = "live" if category.startswith("live_") else "non_live"
-        rows: list[dict] = [
-            {"accuracy": stats["accuracy"], "correct_count": stats["correct"], "total_count": stats["count"]}
-        ]
-        for r in records:
-            if r["category"] == category and not r["verdict"]:
-                wrong = {"id": r["id"], "model_name": model_dir, "test_category": category, "valid": False}
-                wrong.update({"error": [r["reason"]], "model_result_decoded": r["answer"]})
-                rows.append({**wrong, "sample": r["sample"]} if "sample" in r else wrong)
-        files[f"{model_dir}/{group}/{BFCL_VERSION_PREFIX}_{category}_score.json"] = rows
-    return files
-
-
 def _write_text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
     path.chmod(new_file_mode())  # an existing file keeps its old mode otherwise
@@ -273,14 +237,10 @@ def write_outputs(
     for bench, recs in records.items():
         paths[bench] = out_dir / f"{bench}.records.jsonl"
         write_jsonl(paths[bench], recs)
-        if bench in IF_BENCHMARKS:
-            for mode in ("strict", "loose"):
-                paths[f"{bench}_{mode}"] = out_dir / bench / f"eval_results_{mode}.jsonl"
-                write_jsonl(paths[f"{bench}_{mode}"], if_official_rows(recs, mode))
-        if bench == "bfcl":
-            for rel, rows in bfcl_score_files(recs, summaries[bench], label).items():
-                paths[f"bfcl:{rel}"] = out_dir / "bfcl" / rel
-                write_jsonl(paths[f"bfcl:{rel}"], rows)
+        official = get_benchmark(bench).function("official_files")
+        for key, (rel, rows) in (official(bench, recs, summaries[bench], label) if official else {}).items():
+            paths[key] = out_dir / rel
+            write_jsonl(paths[key], rows)
     table, average = combined_table(summaries, label)
     paths["summary"] = out_dir / "summary.json"
     paths["markdown"] = out_dir / "results.md"
@@ -388,7 +348,7 @@ def clear_previous(out_dir: Path) -> list[Path]:
 
 # ----------------------------------------------------------------------------------------------- the run
 def _coverage_warning(bench: str, predicted: int, n_total: int) -> str:
-    left_out = "; BFCL categories without any are left out" if bench == "bfcl" else ""
+    left_out = get_benchmark(bench).coverage_note
     return f"{bench}: {predicted:,} of {n_total:,} examples have a prediction (the others count as wrong{left_out})"
 
 
@@ -417,9 +377,10 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
                     f"{bench}: none of its {len(exs):,} examples has a prediction in {', '.join(cfg.predictions)} "
                     f"(drop --benchmark {bench} or give its predictions)"
                 )
-            if bench == "bfcl":  # a category without any prediction was not run
-                ran = {ex.meta["category"] for ex in exs if ex.id in given}
-                exs = [ex for ex in exs if ex.meta["category"] in ran]
+            group = get_benchmark(bench).group
+            if group:  # a group (BFCL category) without any prediction was not run
+                ran = {ex.meta[group] for ex in exs if ex.id in given}
+                exs = [ex for ex in exs if ex.meta[group] in ran]
             responses = [given.get(ex.id) for ex in exs]
             n_total = len(examples[bench])
             predicted = sum(r is not None for r in responses)

@@ -16,9 +16,9 @@ import os
 import sys
 from typing import Mapping
 
-from mrtpo_openrlhf.rewards.sql import DB_ROOT_ENV, MAX_ROWS_ENV, TIMEOUT_ENV
+from mrtpo_openrlhf.tasks.sql.reward import DB_ROOT_ENV, MAX_ROWS_ENV, TIMEOUT_ENV
+from mrtpo_openrlhf.tasks.sql.verifier.pool import WORKERS_ENV
 from mrtpo_openrlhf.verifiers.response import MAX_RESPONSE_CHARS_ENV
-from mrtpo_openrlhf.verifiers.sql.pool import WORKERS_ENV
 
 VERIFIER_ENV_VARS = (TIMEOUT_ENV, MAX_ROWS_ENV, DB_ROOT_ENV, WORKERS_ENV, MAX_RESPONSE_CHARS_ENV)
 # What a submitted job must not ship from the submitter's checkout.

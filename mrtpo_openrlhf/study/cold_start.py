@@ -36,8 +36,8 @@ class ColdStartError(RuntimeError):
 
 def sft_rows(categories: Sequence[str] = SFT_CATEGORIES, seed: int = 0) -> list[dict]:
     """{"id", "prompt", "response"} rows: the tool prompt of each item and its reference call in the layout."""
-    from mrtpo_openrlhf.rewards.tool import to_row
-    from mrtpo_openrlhf.verifiers.tool import load_bfcl, reference_calls, render_calls
+    from mrtpo_openrlhf.tasks.tool.reward import to_row
+    from mrtpo_openrlhf.tasks.tool.verifier import load_bfcl, reference_calls, render_calls
 
     rows = []
     for category in categories:

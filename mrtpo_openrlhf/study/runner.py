@@ -115,7 +115,7 @@ def gpu_command(cfg: StudyConfig, arm: str, seed: int, out: Path) -> tuple[list[
     spec = ARMS[arm]
     script_name = get_task(cfg.task).gpu_script
     if script_name is None:
-        raise ValueError(f"task {cfg.task!r} has no GPU script (gpu_script in mrtpo_openrlhf/tasks.py)")
+        raise ValueError(f"task {cfg.task!r} has no GPU script (gpu_script in mrtpo_openrlhf/tasks/<name>/__init__.py)")
     script = REPO_ROOT / "examples" / "scripts" / script_name
     # The placement settings only where the estimator reads them (the CLI warns about flags without effect).
     method = (

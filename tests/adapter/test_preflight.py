@@ -137,7 +137,7 @@ def test_bad_label_names_the_first_rows_and_the_count(tmp_path):
     (line,) = problem_lines(res.stderr)
     assert line == (
         f"preflight: {data}:2: bad label (label field 'gold' (the reference SQL) is missing or empty); 2 of 4 labels "
-        f"fail mrtpo_openrlhf.rewards.sql.parse_label (first at {data}:2, {data}:4); the reward would score them 0"
+        f"fail mrtpo_openrlhf.tasks.sql.reward.parse_label (first at {data}:2, {data}:4); the reward would score them 0"
     )
 
 
@@ -217,7 +217,7 @@ def test_good_run_and_reward_server(tmp_path):
         thread.join(timeout=5)
     assert served.returncode == 0, served.stderr[-3000:]
     assert f"--reward.remote_url {url} answered 3 rewards (format=1, executable=1, execution=1)" in served.stderr
-    assert "labels parsed by mrtpo_openrlhf.rewards.sql.parse_label" in served.stderr  # /health named the task
+    assert "labels parsed by mrtpo_openrlhf.tasks.sql.reward.parse_label" in served.stderr  # /health named the task
     dead = run(tmp_path, [*CLI, *flags(SQL_ROWS, url), "--preflight-only"])
     assert dead.returncode == 2
     (line,) = problem_lines(dead.stderr)
@@ -309,7 +309,7 @@ def test_json_list_parquet_and_saved_folders_are_read_like_the_loader(tmp_path):
     ).save_to_disk(str(saved))
     assert preflight.check(flat(saved)).problems == [f"{saved}: no split 'train' (has test; --data.prompt_split)"]
     report = preflight.check(flat(saved, data__prompt_split="test"))
-    assert report.problems == [] and "3 labels parsed by mrtpo_openrlhf.rewards.sql.parse_label" in report.facts
+    assert report.problems == [] and "3 labels parsed by mrtpo_openrlhf.tasks.sql.reward.parse_label" in report.facts
 
 
 def test_inputs_labels_and_chat_template(tmp_path):

@@ -95,7 +95,7 @@ def test_a_reward_setup_error_stops_the_run_with_its_message(monkeypatch, tmp_pa
     """The SQL reward's missing-database error, as a rollout process returns it, fails the trainer's sample
     processing with the path (upstream would have turned a raised exception into a silent zero reward)."""
     from mrtpo_openrlhf.adapter.transport import RewardSetupError
-    from mrtpo_openrlhf.rewards.sql import reward_func
+    from mrtpo_openrlhf.tasks.sql.reward import reward_func
 
     monkeypatch.setenv("MRTPO_SQL_DB_ROOT", str(tmp_path))
     label = {"db_id": "school", "gold": "SELECT 1"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo_openrlhf.evaluation.cli import main
+from mrtpo_openrlhf.cli.evaluate import main
 
 BUNDLED_SQL = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data" / "sql"
 

@@ -5,8 +5,8 @@ muldimif`` runs the full comparison."""
 
 import pytest
 
-from mrtpo_openrlhf.evaluation.scoring import summarize_muldimif
-from mrtpo_openrlhf.verifiers.instructions import MulDimIFConstraint, UnsupportedInstruction, check_strict
+from mrtpo_openrlhf.tasks.instruction.benchmarks import summarize_muldimif
+from mrtpo_openrlhf.tasks.instruction.verifier import MulDimIFConstraint, UnsupportedInstruction, check_strict
 
 TABLE = "| Name | Age |\n|---|---|\n| Ann | 30 |\n| Bob | 25 |"
 

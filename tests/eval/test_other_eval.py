@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo_openrlhf.verifiers.tool import load_bfcl, reference_calls, render_calls
+from mrtpo_openrlhf.tasks.tool.verifier import load_bfcl, reference_calls, render_calls
 
 EVAL_MINI = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data" / "instructions" / "eval_mini.jsonl"
 
@@ -225,7 +225,7 @@ def test_duplicate_prediction_ids(tmp_path, run_cli, kit, capsys):
 
 
 def test_unsupported_instructions_reported_separately(tmp_path, run_cli, kit):
-    from mrtpo_openrlhf.verifiers.instructions.text import nltk_resource_missing
+    from mrtpo_openrlhf.tasks.instruction.verifier.text import nltk_resource_missing
 
     if nltk_resource_missing("taggers/averaged_perceptron_tagger_eng/") is None:
         pytest.skip("an NLTK POS tagger is installed here: words:start_verb is supported")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mrtpo_openrlhf.data.jsonl import read_jsonl
-from mrtpo_openrlhf.evaluation.predictions import parse_openai_tool_calls, parse_python_calls
+from mrtpo_openrlhf.tasks.tool.benchmarks import parse_openai_tool_calls, parse_python_calls
 
 BIRD_SQL = {  # bundled BIRD mini: question_id -> (prediction, verdict checked by hand)
     "0": ("SELECT COUNT(flight_id) FROM flights WHERE departure LIKE '2024-05-01%'", True),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo_openrlhf.evaluation.cli import main
+from mrtpo_openrlhf.cli.evaluate import main
 from mrtpo_openrlhf.paths import REPO_ROOT
 
 EVAL_MINI = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data" / "instructions" / "eval_mini.jsonl"

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from mrtpo_openrlhf.verifiers.sql import has_top_level_order_by
+from mrtpo_openrlhf.tasks.sql.verifier import has_top_level_order_by
 
 STUDENTS_NAME_CITY = "SELECT name, city FROM students"
 SUBQUERY_ORDER_GOLD = "SELECT name FROM (SELECT name FROM students ORDER BY name)"

@@ -3,18 +3,17 @@ prompts are the training prompts of the task (its registry ``prompt_builder``)."
 
 from pathlib import Path
 
+from mrtpo_openrlhf.cli.evaluate import build_parser
 from mrtpo_openrlhf.data.jsonl import read_jsonl
-from mrtpo_openrlhf.evaluation.cli import build_parser
-from mrtpo_openrlhf.evaluation.data import BENCHMARKS, load_benchmark
-from mrtpo_openrlhf.evaluation.scoring import SCORERS, SUMMARIZERS
-from mrtpo_openrlhf.tasks import TASKS
+from mrtpo_openrlhf.evaluation.data import load_benchmark
+from mrtpo_openrlhf.tasks import BENCHMARKS, TASKS
 
 DATA = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data"
 
 
 def test_benchmarks_come_from_the_registry():
-    assert BENCHMARKS == ("spider", "bird", "ifeval", "ifbench", "muldimif", "bfcl")
-    assert {b: t.name for t in TASKS.values() for b in t.benchmarks} == {
+    assert tuple(BENCHMARKS) == ("spider", "bird", "ifeval", "ifbench", "muldimif", "bfcl")
+    assert {b.name: t.name for t in TASKS.values() for b in t.benchmarks} == {
         "spider": "sql",
         "bird": "sql",
         "ifeval": "instruction",
@@ -22,8 +21,9 @@ def test_benchmarks_come_from_the_registry():
         "muldimif": "instruction",
         "bfcl": "tool",
     }
-    for name in BENCHMARKS:
-        assert name in SCORERS and name in SUMMARIZERS
+    for name, bench in BENCHMARKS.items():
+        assert bench in TASKS[bench.task].benchmarks  # the entry eval reads is the one its task declared
+        assert all(callable(bench.function(f)) for f in ("loader", "scorer", "summarizer", "columns"))
         assert build_parser().parse_args(["--benchmark", name, "--predictions", "p.jsonl"]).benchmark == [name]
 
 

@@ -240,7 +240,7 @@ MULDIMIF_RULES = [
 
 def instruction_kwargs() -> dict[str, dict]:
     """One valid kwargs set per registered instruction id (from the bundled data, else ``EXTRA_KWARGS``)."""
-    from mrtpo_openrlhf.verifiers.instructions import base, build_checker
+    from mrtpo_openrlhf.tasks.instruction.verifier import base, build_checker
 
     found: dict[str, dict] = {}
     sources = [

@@ -122,7 +122,7 @@ def test_stacked_end_markers_strip_in_linear_time():
 
 
 def test_unclosed_tool_call_tags_parse_in_linear_time():
-    from mrtpo_openrlhf.verifiers.tool import parse_tool_calls
+    from mrtpo_openrlhf.tasks.tool.verifier import parse_tool_calls
 
     text = "<think>t</think>" + "<tool_call>" * 16_000  # 176 KB: 31 s with the old regular expression
     start = time.perf_counter()
@@ -132,7 +132,7 @@ def test_unclosed_tool_call_tags_parse_in_linear_time():
 
 def test_sql_layout_scans_are_linear():
     # 128k spaces took 40 s in the old format regex; the scans now cost microseconds per kilobyte
-    from mrtpo_openrlhf.verifiers.sql import check_format, extract_sql
+    from mrtpo_openrlhf.tasks.sql.verifier import check_format, extract_sql
 
     run = " " * 256_000
     texts = [
@@ -166,7 +166,7 @@ def test_sql_layout_scans_are_linear():
 )
 def test_formerly_quadratic_checkers_are_linear(flood):
     # 256 KB, eight times the response bound: the old patterns took minutes here (34.6 s at 64k newlines)
-    from mrtpo_openrlhf.verifiers.instructions import MulDimIFConstraint, build_checker
+    from mrtpo_openrlhf.tasks.instruction.verifier import MulDimIFConstraint, build_checker
 
     text = corpus.floods(256_000)[flood]
     checkers = [

@@ -2,7 +2,9 @@
 
 import pytest
 
-from mrtpo_openrlhf.rewards import instruction, sql, tool
+from mrtpo_openrlhf.tasks.instruction import reward as instruction
+from mrtpo_openrlhf.tasks.sql import reward as sql
+from mrtpo_openrlhf.tasks.tool import reward as tool
 
 LABEL = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
 
@@ -93,9 +95,9 @@ def test_tasks_record_where_they_put_inline_blocks():
     import json as _json
 
     from mrtpo_openrlhf.rewards.contract import SPANS_KEY
-    from mrtpo_openrlhf.rewards.tool import reference_block
-    from mrtpo_openrlhf.rewards.tool import reward_func as tool_reward
-    from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK
+    from mrtpo_openrlhf.tasks.tool.reward import reference_block
+    from mrtpo_openrlhf.tasks.tool.reward import reward_func as tool_reward
+    from mrtpo_openrlhf.tasks.tool.verifier import TOOL_FORMAT_BLOCK
 
     funcs = [
         {
@@ -120,7 +122,7 @@ def test_tasks_record_where_they_put_inline_blocks():
     assert prompt[fmt[0] : fmt[1]] == TOOL_FORMAT_BLOCK and fmt[0] > prompt.index("<|im_start|>user")
     assert ref_span is None
 
-    from mrtpo_openrlhf.rewards.instruction import reward_func as if_reward
+    from mrtpo_openrlhf.tasks.instruction.reward import reward_func as if_reward
 
     sentence = "In your entire response, refrain from the use of any commas."
     label = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
@@ -132,7 +134,7 @@ def test_tasks_record_where_they_put_inline_blocks():
 
 def test_batched_calls_keep_one_span_list_per_response():
     from mrtpo_openrlhf.rewards.contract import SPANS_KEY
-    from mrtpo_openrlhf.rewards.instruction import reward_func as if_reward
+    from mrtpo_openrlhf.tasks.instruction.reward import reward_func as if_reward
 
     sentence = "In your entire response, refrain from the use of any commas."
     good = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}

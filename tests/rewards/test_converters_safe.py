@@ -5,7 +5,9 @@ import json
 import pytest
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, write_jsonl
-from mrtpo_openrlhf.rewards import instruction, sql, tool
+from mrtpo_openrlhf.tasks.instruction import reward as instruction
+from mrtpo_openrlhf.tasks.sql import reward as sql
+from mrtpo_openrlhf.tasks.tool import reward as tool
 
 FUNCS = [{"name": "add", "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}]
 
@@ -32,7 +34,7 @@ def run_tool(src, out):
 
 
 def run_instruction(src, out):
-    return instruction._main(["convert", "--format", "ifeval", "--input", str(src), "--out", str(out)])
+    return instruction.main(["convert", "--format", "ifeval", "--input", str(src), "--out", str(out)])
 
 
 CONVERTERS = [(run_tool, tool_row), (run_instruction, instruction_row)]

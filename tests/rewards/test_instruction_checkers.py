@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo_openrlhf.verifiers.instructions import (
+from mrtpo_openrlhf.tasks.instruction.verifier import (
     IFBENCH_IDS,
     IFEVAL_IDS,
     INSTRUCTION_IDS,

@@ -1,16 +1,16 @@
 """The instruction reward function: dict shape, names, blocks, failures, converter, fixtures."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl
-from mrtpo_openrlhf.rewards import instruction as ins
+from mrtpo_openrlhf.paths import DATA_DIR, REPO_ROOT
 from mrtpo_openrlhf.rewards.contract import BLOCKS_KEY, NAMES_KEY, REASONS_KEY, VALUES_KEY
-from mrtpo_openrlhf.verifiers.instructions import build_checker, check_loose, check_strict
+from mrtpo_openrlhf.tasks.instruction import reward as ins
+from mrtpo_openrlhf.tasks.instruction.verifier import build_checker, check_loose, check_strict
 
-DATA = Path(ins.__file__).resolve().parents[1] / "data" / "instructions"
+DATA = DATA_DIR / "instructions"
 PROMPT = "Describe rain. In your entire response, refrain from the use of any commas. Answer with less than 5 words."
 LABEL = {
     "instruction_id_list": [
@@ -129,13 +129,13 @@ def test_converter_formats_and_errors(tmp_path):
     )
     with pytest.raises(DatasetError, match=r"bad\.jsonl:3: .*nope:x"):
         ins.convert_file(str(bad), "hir16k", str(out))
-    assert ins._main(["convert", "--format", "muldimif", "--input", str(bad), "--out", str(out)]) == 2
+    assert ins.main(["convert", "--format", "muldimif", "--input", str(bad), "--out", str(out)]) == 2
 
 
 def test_reward_funcs_entry_point_imports():
     import importlib.util
 
-    path = Path(ins.__file__).resolve().parents[2] / "reward_funcs" / "instruction.py"
+    path = REPO_ROOT / "reward_funcs" / "instruction.py"
     spec = importlib.util.spec_from_file_location("rf_instruction", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

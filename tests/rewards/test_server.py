@@ -17,7 +17,7 @@ import pytest
 from mrtpo_openrlhf import tasks
 from mrtpo_openrlhf.rewards.server import start_in_thread
 from mrtpo_openrlhf.tasks import TASKS, get_reward_func
-from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK
+from mrtpo_openrlhf.tasks.tool.verifier import TOOL_FORMAT_BLOCK
 
 FUNCS = [{"name": "add", "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}]
 LABEL = {"functions": FUNCS, "ground_truth": [{"add": {"a": [1]}}], "category": "simple_python"}
@@ -184,8 +184,8 @@ def test_idle_keep_alive_connection_is_closed():
 def test_warm_up_call_scores_and_loads_the_instruction_models():
     import time
 
-    from mrtpo_openrlhf.rewards import instruction
     from mrtpo_openrlhf.tasks import warm_up
+    from mrtpo_openrlhf.tasks.instruction import reward as instruction
 
     out = instruction.reward_func(*instruction.WARM_UP_CALL)
     assert out["extra_logs"]["mrtpo_reward_values"] == [1.0, 1.0, 1.0]  # a real call, every checker ran
@@ -229,7 +229,7 @@ def probe_task(tmp_path, monkeypatch):
     try:
         yield task
     finally:
-        tasks.TASKS.pop("pid_probe", None)
+        tasks.unregister("pid_probe")
 
 
 def test_verifier_calls_run_in_worker_processes_and_a_dead_worker_is_replaced(probe_task):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mrtpo_openrlhf.verifiers.sql import bird_set_match, compare_results, spider_result_eq
+from mrtpo_openrlhf.tasks.sql.verifier import bird_set_match, compare_results, spider_result_eq
 
 
 def test_order_matters_only_when_asked():
@@ -106,7 +106,7 @@ def _shared_value_rows(rows=1000, cols=8):
 def test_spider_comparison_is_bounded_in_time():
     import time
 
-    from mrtpo_openrlhf.verifiers.sql import ComparisonTimeout
+    from mrtpo_openrlhf.tasks.sql.verifier import ComparisonTimeout
 
     pred, gold = _shared_value_rows()
     start = time.process_time()  # CPU time: a busy machine (CI, a run beside it) must not fail this

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from mrtpo_openrlhf.rewards.sql import BUNDLED_DB_ROOT, score_sql
-from mrtpo_openrlhf.verifiers.sql import execute_sql
-from mrtpo_openrlhf.verifiers.sql.sandbox import MAX_LIKE_PATTERN_BYTES
+from mrtpo_openrlhf.tasks.sql.reward import BUNDLED_DB_ROOT, score_sql
+from mrtpo_openrlhf.tasks.sql.verifier import execute_sql
+from mrtpo_openrlhf.tasks.sql.verifier.sandbox import MAX_LIKE_PATTERN_BYTES
 
 BOOKSTORE = BUNDLED_DB_ROOT / "bookstore" / "bookstore.sqlite"
 BIG = "hex(zeroblob(499000))"  # 998,000 characters: just under the 1 MB value limit
@@ -89,7 +89,7 @@ def test_python_precheck_counts_against_the_time_limit_and_is_bounded():
 
 
 def test_query_finishing_past_the_deadline_counts_as_timed_out(monkeypatch):
-    import mrtpo_openrlhf.verifiers.sql.sandbox as sandbox
+    import mrtpo_openrlhf.tasks.sql.verifier.sandbox as sandbox
 
     real = sandbox.open_read_only
 

@@ -1,4 +1,4 @@
-"""The SQL worker pool (``verifiers/sql/pool.py``): same results as the in-process sandbox, limits per query."""
+"""The SQL worker pool (``tasks/sql/verifier/pool.py``): same results as the in-process sandbox, limits per query."""
 
 import os
 import signal
@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from mrtpo_openrlhf.rewards.sql import BUNDLED_DB_ROOT, score_sql
-from mrtpo_openrlhf.verifiers.sql import execute_sql, pool
-from mrtpo_openrlhf.verifiers.sql.pool import SqlWorkerPool, configured_workers, run_query
+from mrtpo_openrlhf.tasks.sql.reward import BUNDLED_DB_ROOT, score_sql
+from mrtpo_openrlhf.tasks.sql.verifier import execute_sql, pool
+from mrtpo_openrlhf.tasks.sql.verifier.pool import SqlWorkerPool, configured_workers, run_query
 
 BOOKSTORE = BUNDLED_DB_ROOT / "bookstore" / "bookstore.sqlite"
 # ~40 MiB of sorter memory: valid alone, but 8 at once in one process pass the 256 MiB bound together.

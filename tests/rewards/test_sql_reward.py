@@ -13,7 +13,7 @@ import torch
 
 from mrtpo_openrlhf.data.jsonl import DatasetError
 from mrtpo_openrlhf.rewards.contract import BLOCKS_KEY, NAMES_KEY, REASONS_KEY, VALUES_KEY
-from mrtpo_openrlhf.rewards.sql import (
+from mrtpo_openrlhf.tasks.sql.reward import (
     BUNDLED_DB_ROOT,
     FIXTURE_DIR,
     LOG_KEYS,
@@ -26,7 +26,7 @@ from mrtpo_openrlhf.rewards.sql import (
     reward_func,
     score_sql,
 )
-from mrtpo_openrlhf.verifiers.sql import SQL_FORMAT_BLOCK, check_format, extract_sql, response_from_query
+from mrtpo_openrlhf.tasks.sql.verifier import SQL_FORMAT_BLOCK, check_format, extract_sql, response_from_query
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -337,13 +337,14 @@ def test_cli_convert_and_check(tmp_path, capsys):
     assert "item 0" in capsys.readouterr().err
 
 
-def test_module_runs_as_a_script(tmp_path):
+@pytest.mark.parametrize("command", [["mrtpo_openrlhf.rewards.sql"], ["mrtpo_openrlhf.cli.task", "sql"]])
+def test_module_runs_as_a_script(tmp_path, command):
     out = tmp_path / "rows.jsonl"
     proc = subprocess.run(
         [
             sys.executable,
             "-m",
-            "mrtpo_openrlhf.rewards.sql",
+            *command,
             "convert",
             "--format",
             "spider",

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo_openrlhf.rewards.sql import BUNDLED_DB_ROOT
-from mrtpo_openrlhf.verifiers.sql import check_statement, execute_sql, read_schema_ddl
-from mrtpo_openrlhf.verifiers.sql.lexer import has_top_level_order_by, remove_distinct, split_statements
+from mrtpo_openrlhf.tasks.sql.reward import BUNDLED_DB_ROOT
+from mrtpo_openrlhf.tasks.sql.verifier import check_statement, execute_sql, read_schema_ddl
+from mrtpo_openrlhf.tasks.sql.verifier.lexer import has_top_level_order_by, remove_distinct, split_statements
 
 BOOKSTORE = BUNDLED_DB_ROOT / "bookstore" / "bookstore.sqlite"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mrtpo_openrlhf.verifiers.tool import (
+from mrtpo_openrlhf.tasks.tool.verifier import (
     AST_CATEGORIES,
     ToolCall,
     check_bfcl,

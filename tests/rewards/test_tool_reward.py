@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mrtpo_openrlhf.data.jsonl import read_jsonl
 from mrtpo_openrlhf.rewards.contract import BLOCKS_KEY, NAMES_KEY, REASONS_KEY, VALUES_KEY, parse_extra_logs
-from mrtpo_openrlhf.rewards.tool import (
+from mrtpo_openrlhf.tasks.tool.reward import (
     TOOL_REWARD_NAMES,
     convert,
     extract_response,
@@ -14,7 +14,7 @@ from mrtpo_openrlhf.rewards.tool import (
     reward_func,
     score_tool,
 )
-from mrtpo_openrlhf.verifiers.tool import TOOL_FORMAT_BLOCK, reference_calls, render_calls
+from mrtpo_openrlhf.tasks.tool.verifier import TOOL_FORMAT_BLOCK, reference_calls, render_calls
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "mrtpo_openrlhf" / "data" / "tool" / "train_mini.jsonl"

@@ -53,7 +53,7 @@ def test_sql_missing_database():
     # evaluation's score_sql scores it 0 with the reason
     out = TASKS["sql"].reward_func()([reference("sql", label)], [""], [label])["extra_logs"]
     assert SETUP_ERROR_KEY in out and "SQL database not found" in str(out[SETUP_ERROR_KEY])
-    from mrtpo_openrlhf.rewards.sql import score_sql
+    from mrtpo_openrlhf.tasks.sql.reward import score_sql
 
     vec = score_sql(reference("sql", label), "", label)
     assert dict(zip(vec.names, vec.values)) == {"format": 1.0, "executable": 0.0, "execution": 0.0}

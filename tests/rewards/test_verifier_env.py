@@ -16,7 +16,7 @@ PKG = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf"
 
 def test_every_variable_the_verifiers_read_is_forwarded():
     names = set()
-    for folder in ("rewards", "verifiers"):
+    for folder in ("rewards", "verifiers", "tasks"):
         for path in (PKG / folder).rglob("*.py"):
             names |= set(re.findall(r"[\"'](MRTPO_[A-Z0-9_]+)[\"']", path.read_text(encoding="utf-8")))
     assert names and names == set(VERIFIER_ENV_VARS)

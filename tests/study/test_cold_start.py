@@ -2,9 +2,9 @@
 
 import pytest
 
-from mrtpo_openrlhf.rewards.tool import score_tool
 from mrtpo_openrlhf.study.cold_start import SFT_CATEGORIES, sft_flags, sft_rows
-from mrtpo_openrlhf.verifiers.tool import load_bfcl
+from mrtpo_openrlhf.tasks.tool.reward import score_tool
+from mrtpo_openrlhf.tasks.tool.verifier import load_bfcl
 
 pytest.importorskip("bfcl_eval")
 

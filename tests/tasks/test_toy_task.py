@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mrtpo_openrlhf import tasks
+from mrtpo_openrlhf.cli import reward_server as reward_server_cli
 from mrtpo_openrlhf.data.jsonl import read_jsonl, write_jsonl
 from mrtpo_openrlhf.diagnostics import cli as diagnose_cli
 from mrtpo_openrlhf.diagnostics import runner as diagnose_runner
@@ -82,7 +83,7 @@ def toy(tmp_path, monkeypatch):
     try:
         yield task
     finally:
-        tasks.TASKS.pop("toy", None)
+        tasks.unregister("toy")
 
 
 def flag(args, name):
@@ -129,7 +130,7 @@ def test_reward_path_loads_like_openrlhf_and_serves(toy):
         thread.join(timeout=5)
     assert reply["rewards"] == [2.0]
     with pytest.raises(SystemExit) as stop:  # --task choices come from the registry: "toy" parses, the help exits 0
-        reward_server.main(["serve", "--task", "toy", "--help"])
+        reward_server_cli.main(["serve", "--task", "toy", "--help"])
     assert stop.value.code == 0  # an unknown --task exits 2 before reaching --help
 
 

@@ -1,9 +1,9 @@
 """Tool-calling verifier: response layout and parsing, BFCL AST matching, BFCL data loading.
 
-Plain modules with no OpenRLHF import; ``mrtpo_openrlhf.rewards.tool`` turns them into rewards.
+Plain modules with no OpenRLHF import; ``mrtpo_openrlhf.tasks.tool.reward`` turns them into rewards.
 """
 
-from mrtpo_openrlhf.verifiers.tool.ast_match import (
+from mrtpo_openrlhf.tasks.tool.verifier.ast_match import (
     check_bfcl,
     check_function_choice,
     irrelevance,
@@ -15,7 +15,7 @@ from mrtpo_openrlhf.verifiers.tool.ast_match import (
     relevance,
     simple,
 )
-from mrtpo_openrlhf.verifiers.tool.layout import (
+from mrtpo_openrlhf.tasks.tool.verifier.layout import (
     TOOL_FORMAT_BLOCK,
     ParsedCalls,
     ToolCall,
@@ -42,7 +42,7 @@ __all__ = [
     "relevance",
     "simple",
 ]
-from mrtpo_openrlhf.verifiers.tool.bfcl_data import (  # noqa: E402
+from mrtpo_openrlhf.tasks.tool.verifier.bfcl_data import (  # noqa: E402
     AST_CATEGORIES,
     BFCL_VERSION_PREFIX,
     BfclItem,

@@ -1,28 +1,89 @@
 """The task registry: the one place a training task is declared; everything that is per task reads it.
 
-A task is a reward family with its data. Its entry names the reward module (OpenRLHF's ``reward_func`` and the
-task's helpers), the bundled data, the prompt builder, the eval benchmarks, the diagnostic spans and the embedded
-CPU default's settings. Readers: the reward path (``get_reward_func``, the reward server's ``--task``), the embedded
-default (``python -m mrtpo_openrlhf.launch.default --task``), the diagnostics (``diagnose --task/--data``, the
-label's task, the spans), the study (``task = ...``, its GPU script), eval (benchmark names, training-format
-prompts) and ``benchmarks/rewards.py``. Adding a task is one reward module plus one ``register(Task(...))`` here
-(docs/tasks.md). Nothing is imported until it is used, so one broken task does not break the others.
+A task is a package ``mrtpo_openrlhf/tasks/<name>/``: its reward (``reward.py``: OpenRLHF's ``reward_func``, the
+label parser, the prompt builder, the converter), its verifier (``verifier/``), its benchmarks (``benchmarks.py``:
+loader, scorer, summary) and, in its ``__init__.py``, its ``TASK = Task(...)`` entry naming them, the bundled data,
+the diagnostic spans and the embedded CPU default's settings. ``TASK_PACKAGES`` below lists the built-in ones;
+``register`` adds any other (names, benchmark names and label keys are unique). Readers: the reward path
+(``get_reward_func``, the reward server's ``--task``), the embedded default (``--task``), the diagnostics, the
+training pre-flight (``label_parser``, ``unearnable``, ``task_of_reward``), the study, eval (``BENCHMARKS``) and
+``benchmarks/rewards.py`` (docs/tasks.md). A task's modules are imported only when used, so one broken task does
+not break the others.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from .paths import DATA_DIR, PACKAGE_ROOT, REPO_ROOT  # noqa: F401 - re-exported for task modules
+from ..paths import DATA_DIR, PACKAGE_ROOT, REPO_ROOT  # noqa: F401 - re-exported for task modules
 
 # Layout tags the format verifiers check, as regular expressions (the diagnostics' ``tags`` spans).
 THINK_TAGS = r"</?think>"
 CODE_FENCES = r"```[A-Za-z0-9_+-]*"
 TOOL_CALL_TAGS = r"</?tool_call>"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One eval benchmark of a task (``python eval/run.py --benchmark <name>``). Functions are attribute names in
+    ``module``, imported on first use.
+
+    loader: ``(data_dir: Path, **options) -> [EvalExample]`` (``data_dir``: ``--data-dir``, else ``default_data``).
+    scorer: ``(example, response, answer=None, **options) -> record`` (``verdict``, ``reason``, ``answer``).
+    summarizer: ``(records) -> summary``: the official aggregate numbers.
+    columns: ``(summary) -> [(column, summary key)]``: what the benchmark adds to the combined table.
+    default_data: the bundled mini fixture (relative to ``mrtpo_openrlhf/data``); None: the loader finds its data.
+    options: ``(EvalConfig) -> dict``: the scorer's options (timeouts...); None: none.
+    answer_field: a predictions row may give the already extracted answer under this key (SQL: ``sql``).
+    keyed_by_prompt: predictions rows may name their example by ``prompt`` instead of ``id`` (IFEval's files).
+    threaded: scoring may run in threads (``--workers``; the SQL verifier waits on its worker processes).
+    predictions: module with the benchmark's own prediction formats (``read_file``, ``row_predictions``,
+        ``text_prediction``, ``message_prediction``; each optional); None: responses only.
+    official_files: ``(records, summary, label) -> {relative path: rows}``: the official harness's result files.
+    group: the example ``meta`` key of its groups (BFCL: ``category``): ``--limit`` takes N of each, and a group
+        without any prediction is left out (not run).
+    """
+
+    name: str
+    module: str
+    loader: str = "load"
+    scorer: str = "score"
+    summarizer: str = "summarize"
+    columns: str = "columns"
+    default_data: str | None = None
+    options: str | None = None
+    answer_field: str | None = None
+    keyed_by_prompt: bool = False
+    threaded: bool = False
+    predictions: str | None = None
+    official_files: str | None = None
+    group: str | None = None
+    coverage_note: str = ""  # added to the "n of N examples have a prediction" warning
+    task: str = ""  # filled in by ``register``
+
+    def function(self, field: str) -> Callable[..., Any] | None:
+        """The function named by ``field`` (e.g. ``"scorer"``); None when not declared."""
+        attr = getattr(self, field)
+        if attr is None:
+            return None
+        func = getattr(importlib.import_module(self.module), attr, None)
+        if not callable(func):
+            raise AttributeError(f"benchmark {self.name!r}: {self.module} has no function {attr!r} ({field})")
+        return func
+
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        """The function ``name`` of the ``predictions`` module (None when there is none)."""
+        return None if self.predictions is None else getattr(importlib.import_module(self.predictions), name, None)
+
+    def data_dir(self, data_dir: str | Path | None) -> Path | None:
+        """``--data-dir`` when given, else the bundled fixture (None when the loader finds its own data)."""
+        if data_dir:
+            return Path(data_dir)
+        return None if self.default_data is None else DATA_DIR / self.default_data
 
 
 @dataclass(frozen=True)
@@ -37,13 +98,16 @@ class Task:
     reward_file: the ``--reward.remote_url`` file OpenRLHF loads by path (None: the reward module's own file).
     cpu_train_data: rows the embedded CPU default trains on (None: ``train_data``).
     cpu_max_new_tokens: the embedded CPU default's ``--rollout.max_new_tokens``.
-    prompt_builder: function that writes a training-format prompt (eval builds its prompts with it).
-    benchmarks: ``eval/run.py --benchmark`` names that score this task's skill (loaders in ``evaluation``).
+    prompt_builder: function that writes a training-format prompt (no fixed signature: its callers are the task's
+        own converter and benchmark loaders).
+    benchmarks: the ``Benchmark``s that score this task's skill (``eval/run.py --benchmark``).
     span_kinds: ``diagnostics.spans`` kinds measured for every reward (``target``: per constraint).
     format_tags: regular expressions of the layout tags the format verifier checks (the ``tags`` spans).
     constraint_specs: function ``(label, n_rewards) -> [(constraint id, kwargs) | None]`` (``target`` spans).
     example_responses: function ``(row) -> [response, ...]``, a right and a wrong one (benchmarks/rewards.py).
     gpu_script: ``examples/scripts/`` script with the paper-scale settings (the study's GPU backend).
+    command: function ``(argv) -> exit status``: the task's command line (converter, row check), run as
+        ``python -m mrtpo_openrlhf.cli.task <name> ...``.
     label_parser: function ``(label) -> parsed`` the reward's scorer opens each label with (ValueError: bad label);
         the training pre-flight parses every row's label with it.
     unearnable: function ``(label) -> [(reward name, reason)]``: the rewards no response can earn under that label
@@ -58,12 +122,13 @@ class Task:
     cpu_train_data: str | None = None
     cpu_max_new_tokens: int = 96
     prompt_builder: str | None = None
-    benchmarks: tuple[str, ...] = ()
+    benchmarks: tuple[Benchmark, ...] = ()
     span_kinds: tuple[str, ...] = ("tags",)
     format_tags: tuple[str, ...] = (THINK_TAGS,)
     constraint_specs: str | None = None
     example_responses: str | None = None
     gpu_script: str | None = None
+    command: str | None = None
     label_parser: str = "parse_label"
     unearnable: str | None = None
 
@@ -104,16 +169,43 @@ class Task:
 
 
 TASKS: dict[str, Task] = {}
+BENCHMARKS: dict[str, Benchmark] = {}  # every registered task's benchmarks, in registry order
 
 
 def register(task: Task) -> Task:
-    """Add ``task`` to the registry (names are unique)."""
+    """Add ``task`` and its benchmarks to the registry. Refuses a taken task or benchmark name, and label keys
+    another task already has (``task_of_label`` must name one task per label)."""
     if task.name in TASKS:
         raise ValueError(f"task {task.name!r} is already registered")
     if not task.label_keys:
         raise ValueError(f"task {task.name!r}: label_keys must name at least one label field")
+    for other in TASKS.values():
+        shared = sorted(set(task.label_keys) & set(other.label_keys))
+        if shared:
+            raise ValueError(f"task {task.name!r}: label key(s) {shared} are task {other.name!r}'s already")
+    names = [b.name for b in task.benchmarks]
+    for name in names:
+        if name in BENCHMARKS or names.count(name) > 1:
+            owner = BENCHMARKS[name].task if name in BENCHMARKS else task.name
+            raise ValueError(f"task {task.name!r}: benchmark {name!r} is already registered (task {owner!r})")
+    task = replace(task, benchmarks=tuple(replace(b, task=task.name) for b in task.benchmarks))
     TASKS[task.name] = task
+    BENCHMARKS.update((b.name, b) for b in task.benchmarks)
     return task
+
+
+def unregister(name: str) -> None:
+    """Take task ``name`` and its benchmarks out of the registry (tests that add a task for a while)."""
+    task = TASKS.pop(name, None)
+    for bench in task.benchmarks if task is not None else ():
+        BENCHMARKS.pop(bench.name, None)
+
+
+def get_benchmark(name: str) -> Benchmark:
+    """The registered benchmark ``name``; ValueError listing the benchmarks for an unknown name."""
+    if name not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
+    return BENCHMARKS[name]
 
 
 def get_task(name: str) -> Task:
@@ -168,53 +260,7 @@ def task_of_label(label: dict) -> list[str]:
     return [t.name for t in TASKS.values() if any(key in label for key in t.label_keys)]
 
 
-register(
-    Task(
-        name="sql",
-        reward_module="mrtpo_openrlhf.rewards.sql",
-        reward_file="reward_funcs/sql.py",
-        train_data="sql/train_mini.jsonl",
-        # the CPU default's prompts carry a worked example of the layout; SmolLM2-135M follows nothing less
-        cpu_train_data="sql/train_mini_oneshot.jsonl",
-        label_keys=("gold",),
-        prompt_builder="build_prompt",
-        benchmarks=("spider", "bird"),
-        span_kinds=("tags", "select_columns"),
-        format_tags=(THINK_TAGS, CODE_FENCES),
-        example_responses="example_responses",
-        gpu_script="train_mrtpo_sql.sh",
-        unearnable="unearnable_rewards",
-    )
-)
-register(
-    Task(
-        name="instruction",
-        reward_module="mrtpo_openrlhf.rewards.instruction",
-        reward_file="reward_funcs/instruction.py",
-        train_data="instructions/train_mini.jsonl",
-        label_keys=("instruction_id_list", "constraints"),
-        benchmarks=("ifeval", "ifbench", "muldimif"),
-        span_kinds=("tags", "target"),
-        format_tags=(THINK_TAGS,),
-        constraint_specs="constraint_specs",
-        example_responses="example_responses",
-        gpu_script="train_mrtpo_if.sh",
-        unearnable="unearnable_rewards",
-    )
-)
-register(
-    Task(
-        name="tool",
-        reward_module="mrtpo_openrlhf.rewards.tool",
-        reward_file="reward_funcs/tool.py",
-        train_data="tool/train_mini.jsonl",
-        label_keys=("functions", "ground_truth"),
-        prompt_builder="build_prompt",
-        benchmarks=("bfcl",),
-        span_kinds=("tags", "tool_arguments"),
-        format_tags=(THINK_TAGS, TOOL_CALL_TAGS),
-        example_responses="example_responses",
-        gpu_script="train_mrtpo_tool.sh",
-        unearnable="unearnable_rewards",
-    )
-)
+# The built-in tasks: each package's ``TASK`` (mrtpo_openrlhf/tasks/<name>/__init__.py), in this order.
+TASK_PACKAGES = ("sql", "instruction", "tool")
+for _package in TASK_PACKAGES:
+    register(importlib.import_module(f"{__name__}.{_package}").TASK)

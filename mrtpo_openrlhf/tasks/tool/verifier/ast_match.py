@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
-from mrtpo_openrlhf.verifiers.tool.layout import ToolCall
+from mrtpo_openrlhf.tasks.tool.verifier.layout import ToolCall
 
 _STRIP_RE = re.compile(r"[ ,./\-_*^]")
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    from mrtpo_openrlhf.verifiers.instructions import build_checker, check_strict, check_loose
+    from mrtpo_openrlhf.tasks.instruction.verifier import build_checker, check_strict, check_loose
     chk = build_checker("punctuation:no_comma", {})
     chk.description()          # the constraint's prompt text (the reward's verifier block)
     check_strict(chk, text)    # official strict decision (empty response -> False)

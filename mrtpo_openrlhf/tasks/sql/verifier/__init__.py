@@ -1,6 +1,6 @@
 """Text-to-SQL verification: sandboxed execution, official result comparisons, response layout, gold cache.
 
-Plain modules with no OpenRLHF import; the reward function lives in ``mrtpo_openrlhf.rewards.sql``.
+Plain modules with no OpenRLHF import; the reward function lives in ``mrtpo_openrlhf.tasks.sql.reward``.
 """
 
 from .cache import GoldResultCache

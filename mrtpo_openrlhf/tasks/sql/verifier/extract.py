@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..response import response_from_query  # noqa: F401 - re-exported for the SQL reward
+from mrtpo_openrlhf.verifiers.response import response_from_query  # noqa: F401 - re-exported for the SQL reward
 
 SQL_FORMAT_BLOCK = (
     "Output format: first reason inside <think> and </think>. Right after </think>, give exactly one SQLite "

@@ -1,4 +1,5 @@
-"""Command line of the evaluation harness (``python eval/run.py ...``); see docs/eval.md."""
+"""Command line of the evaluation harness: ``python eval/run.py ...`` or ``python -m mrtpo_openrlhf.cli.evaluate
+...`` (docs/eval.md). The benchmarks are the registry's (``mrtpo_openrlhf.tasks.BENCHMARKS``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ import sys
 from typing import Sequence
 
 from mrtpo_openrlhf.data.jsonl import DatasetError
-from mrtpo_openrlhf.verifiers.tool import AST_CATEGORIES
-
-from .data import BENCHMARKS
-from .generation import DTYPES, GenerationConfig
-from .runner import EvalConfig, run_evaluation
-from .scoring import BIRD_TIMEOUT_S, SPIDER_TIMEOUT_S
+from mrtpo_openrlhf.evaluation.generation import DTYPES, GenerationConfig
+from mrtpo_openrlhf.evaluation.runner import EvalConfig, run_evaluation
+from mrtpo_openrlhf.tasks import BENCHMARKS
+from mrtpo_openrlhf.tasks.sql.benchmarks import BIRD_TIMEOUT_S, SPIDER_TIMEOUT_S
+from mrtpo_openrlhf.tasks.tool.verifier import AST_CATEGORIES
 
 
 def parse_data_dirs(specs: Sequence[str], benchmarks: Sequence[str]) -> dict[str, str]:
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--benchmark",
         action="append",
         required=True,
-        choices=BENCHMARKS,
+        choices=list(BENCHMARKS),
         help="repeat for several benchmarks (one combined table)",
     )
     src = p.add_mutually_exclusive_group(required=True)
@@ -137,3 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, path in result["paths"].items():
         print(f"{name}: {path}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

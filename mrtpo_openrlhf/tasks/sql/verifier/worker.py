@@ -1,4 +1,4 @@
-"""One SQL worker process of ``pool.SqlWorkerPool``: ``python -m mrtpo_openrlhf.verifiers.sql.worker``."""
+"""One SQL worker process of ``pool.SqlWorkerPool``: ``python -m mrtpo_openrlhf.tasks.sql.verifier.worker``."""
 
 from __future__ import annotations
 

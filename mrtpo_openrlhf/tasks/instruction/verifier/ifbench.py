@@ -17,7 +17,8 @@ import string
 import unicodedata
 from collections import Counter
 from functools import lru_cache
-from pathlib import Path
+
+from mrtpo_openrlhf.paths import DATA_DIR
 
 from .base import Checker, register
 from .text import (
@@ -31,7 +32,7 @@ from .text import (
 )
 
 split_into_sentences = punkt_sentences  # allenai/IFBench main: instructions_util.split_into_sentences = sent_tokenize
-STOPWORDS_FILE = Path(__file__).resolve().parents[2] / "data" / "instructions" / "nltk_stopwords_english.txt"
+STOPWORDS_FILE = DATA_DIR / "instructions" / "nltk_stopwords_english.txt"
 
 PERSON_NAMES = (
     "Emma",

@@ -9,7 +9,7 @@ time spent waiting for the GIL and for the other queries' CPU, and the memory bo
 a worker takes it.
 
 ``MRTPO_SQL_WORKERS`` sets the pool size per process (default ``min(4, cores)``; ``0`` runs queries in the calling
-thread, as before). Workers start on first use (``python -m mrtpo_openrlhf.verifiers.sql.worker``, no torch import,
+thread, as before). Workers start on first use (``python -m mrtpo_openrlhf.tasks.sql.verifier.worker``, no torch import,
 ~0.1 s), exit when their parent's pipe closes, and are replaced when one dies or stops answering (the parent waits
 ``timeout_s + ANSWER_GRACE_S`` at most, then kills it and reports the query as timed out).
 """
@@ -25,14 +25,15 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
+
+from mrtpo_openrlhf.paths import REPO_ROOT
 
 from .sandbox import DEFAULT_TIMEOUT_S, SqlResult, execute_sql
 
 WORKERS_ENV = "MRTPO_SQL_WORKERS"
 ANSWER_GRACE_S = 5.0  # past the query's own limit (enforced in the worker): pickling, start-up, a loaded machine
 _HEADER = 8  # bytes of the big-endian length before each pickled message
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+_PACKAGE_ROOT = str(REPO_ROOT)
 
 
 def configured_workers() -> int:
@@ -85,7 +86,7 @@ class _Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mrtpo_openrlhf.verifiers.sql.worker"],
+            [sys.executable, "-m", "mrtpo_openrlhf.tasks.sql.verifier.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

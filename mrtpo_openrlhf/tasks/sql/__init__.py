@@ -1,0 +1,49 @@
+"""Text-to-SQL: rewards format, executable, execution (``reward.py``), the SQLite verifier (``verifier/``), the
+Spider and BIRD benchmarks (``benchmarks.py``)."""
+
+from mrtpo_openrlhf.tasks import CODE_FENCES, THINK_TAGS, Benchmark, Task
+
+_SQL_BENCHMARK = dict(
+    module="mrtpo_openrlhf.tasks.sql.benchmarks",
+    summarizer="summarize_sql",
+    answer_field="sql",
+    threaded=True,
+    predictions="mrtpo_openrlhf.tasks.sql.benchmarks",
+)
+
+TASK = Task(
+    name="sql",
+    reward_module="mrtpo_openrlhf.tasks.sql.reward",
+    reward_file="reward_funcs/sql.py",
+    train_data="sql/train_mini.jsonl",
+    # the CPU default's prompts carry a worked example of the layout; SmolLM2-135M follows nothing less
+    cpu_train_data="sql/train_mini_oneshot.jsonl",
+    label_keys=("gold",),
+    prompt_builder="build_prompt",
+    benchmarks=(
+        Benchmark(
+            "spider",
+            loader="load_spider",
+            scorer="score_spider",
+            columns="spider_columns",
+            options="spider_options",
+            default_data="sql",
+            **_SQL_BENCHMARK,
+        ),
+        Benchmark(
+            "bird",
+            loader="load_bird",
+            scorer="score_bird",
+            columns="bird_columns",
+            options="bird_options",
+            default_data="sql/bird",
+            **_SQL_BENCHMARK,
+        ),
+    ),
+    span_kinds=("tags", "select_columns"),
+    format_tags=(THINK_TAGS, CODE_FENCES),
+    example_responses="example_responses",
+    gpu_script="train_mrtpo_sql.sh",
+    command="main",
+    unearnable="unearnable_rewards",
+)

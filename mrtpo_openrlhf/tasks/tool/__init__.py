@@ -1,0 +1,29 @@
+"""Tool calling: rewards format, correctness (``reward.py``), the BFCL AST matcher (``verifier/``) and the BFCL
+benchmark (``benchmarks.py``)."""
+
+from mrtpo_openrlhf.tasks import THINK_TAGS, TOOL_CALL_TAGS, Benchmark, Task
+
+TASK = Task(
+    name="tool",
+    reward_module="mrtpo_openrlhf.tasks.tool.reward",
+    reward_file="reward_funcs/tool.py",
+    train_data="tool/train_mini.jsonl",
+    label_keys=("functions", "ground_truth"),
+    prompt_builder="build_prompt",
+    benchmarks=(
+        Benchmark(
+            "bfcl",
+            module="mrtpo_openrlhf.tasks.tool.benchmarks",
+            predictions="mrtpo_openrlhf.tasks.tool.benchmarks",
+            official_files="bfcl_score_files",
+            group="category",
+            coverage_note="; BFCL categories without any are left out",
+        ),
+    ),
+    span_kinds=("tags", "tool_arguments"),
+    format_tags=(THINK_TAGS, TOOL_CALL_TAGS),
+    example_responses="example_responses",
+    gpu_script="train_mrtpo_tool.sh",
+    command="main",
+    unearnable="unearnable_rewards",
+)
