@@ -93,8 +93,7 @@ def process_role(pid: int) -> str:
 
 
 def phase_of_line(line: str, current: str) -> str:
-    """The phase after ``line``; ``current`` when the line marks none. Leaving training (a line that is not a
-    training bar once training began) means weight sync and checkpoint save until the step line."""
+    """The phase after ``line``; ``current`` when the line marks none (``MemoryTrace.line`` adds sync+save)."""
     for marker, phase in PHASE_MARKERS:
         if marker in line:
             return phase
@@ -254,9 +253,9 @@ class RunShape:
     reference: bool = False
 
 
-# PSS of each process of a CPU run before it holds any model (imports, Python heap), measured on the embedded
-# default (benchmarks/memory.py): the driver, the trainer, the rollout actor, vLLM's engine core and worker, Ray's
-# daemons; the actor and a reference model are counted on top of their floor.
+# PSS of each process of a CPU run apart from the model it holds, rounded up from one traced study run (SmolLM2-135M,
+# bf16): the driver, the trainer, the rollout actor, vLLM's engine core and worker (without weights and KV cache),
+# Ray's daemons, the actor's imports. Not yet calibrated against the embedded default.
 PROCESS_FLOOR_GIB = {"driver": 0.7, "trainer": 0.6, "rollout": 0.6, "vllm": 1.6, "ray": 0.6, "actor": 0.9}
 
 

@@ -75,10 +75,13 @@ def test_the_trace_tags_samples_with_the_phase_and_the_summary_finds_the_peak(tm
 
 
 def test_the_memory_command_prints_each_phase_and_draws_the_trace(tmp_path, capsys):
+    def row(t, phase, step, pss, available, roles):
+        return dict(t=t, phase=phase, step=step, pss_gib=pss, available_gib=available, by_role_gib=roles)
+
     rows = [
-        dict(t=1.0, phase="start-up", step=0, pss_gib=1.0, available_gib=20.0, by_role_gib={"driver": 1.0}),
-        dict(t=2.0, phase="training", step=0, pss_gib=5.0, available_gib=16.0, by_role_gib={"actor": 4.0, "driver": 1}),
-        dict(t=3.0, phase="sync+save", step=1, pss_gib=3.0, available_gib=18.0, by_role_gib={"actor": 2.0, "driver": 1}),
+        row(1.0, "start-up", 0, 1.0, 20.0, {"driver": 1.0}),
+        row(2.0, "training", 0, 5.0, 16.0, {"actor": 4.0, "driver": 1}),
+        row(3.0, "sync+save", 1, 3.0, 18.0, {"actor": 2.0, "driver": 1}),
     ]
     (tmp_path / "memory.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert memory_cli.main([str(tmp_path), "--plot", str(tmp_path / "m.png")]) == 0
