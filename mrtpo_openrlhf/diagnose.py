@@ -1,8 +1,8 @@
-"""``python -m mrtpo_openrlhf.diagnose``: relevance diagnostics (the code lives in ``mrtpo_openrlhf.diagnostics``)."""
+"""``python -m mrtpo_openrlhf.diagnose``: the command is ``mrtpo_openrlhf.cli.diagnose``."""
 
 import sys
 
-from mrtpo_openrlhf.diagnostics.cli import main
+from mrtpo_openrlhf.cli.diagnose import main
 
 if __name__ == "__main__":
     sys.exit(main())

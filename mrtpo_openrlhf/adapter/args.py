@@ -15,7 +15,7 @@ import sys
 
 from ..core import estimators as _estimators
 from ..core import settings as _settings
-from ..core.weights import PLACEMENT_HELP, PLACEMENT_MODES
+from ..core.placements import placement_help, placement_modes
 
 MULTI_REWARD_ESTIMATORS = tuple(_estimators.ADVANTAGE_ESTIMATORS)
 ESTIMATOR_DEST = "algo.advantage.estimator"
@@ -76,9 +76,9 @@ def add_mrtpo_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "placement",
-        choices=PLACEMENT_MODES,
+        choices=placement_modes(),
         default=s.DEFAULT_PLACEMENT,
-        help="; ".join(f"{mode}: {text}" for mode, text in PLACEMENT_HELP.items()) + " (mrtpo estimator only)",
+        help="; ".join(f"{mode}: {text}" for mode, text in placement_help().items()) + " (mrtpo estimator only)",
     )
     add(
         "reward_weighting",
@@ -176,12 +176,10 @@ def flag_problems(flat: argparse.Namespace) -> list[str]:
         )
     if get("train.agent_func_path"):
         fail(f"--algo.advantage.estimator {estimator} does not support --train.agent_func_path (multi-turn agents)")
-    beta = get("algo.mrtpo.beta", _settings.DEFAULT_BETA)
-    if not 0.0 <= beta <= 1.0:
-        fail(f"--algo.mrtpo.beta must be in [0, 1], got {beta}")
-    cap = get("algo.mrtpo.cap")
-    if cap is not None and cap < 1.0:
-        fail(f"--algo.mrtpo.cap must be >= 1 (a single reward's own credit is never clipped), got {cap}")
+    beta, cap = get("algo.mrtpo.beta", _settings.DEFAULT_BETA), get("algo.mrtpo.cap")
+    for problem in (_settings.beta_problem(beta), _settings.cap_problem(cap)):  # the core's checks, flag-named
+        if problem is not None:
+            fail(f"--{MRTPO_PREFIX}{problem}")
     if get("algo.mrtpo.warmup_steps", 0) < 0:
         fail("--algo.mrtpo.warmup_steps must be >= 0")
     if get("algo.mrtpo.replay_micro_batch_size", 1) < 1 or get("algo.mrtpo.chunk_size", 1) < 1:

@@ -7,7 +7,7 @@ Replaces upstream's ``compute_advantages_and_returns`` for the estimators regist
    (reward units) is kept aside: it is not a verifier reward and is not normalized;
 2. ``core.response_advantages`` on the whole (N, K) reward matrix: per-reward group advantages A (a NaN/Inf
    value counting as absent), SAW weights, GDPO's response level;
-3. when the step's placement reads relevance (``mrtpo``, beta > 0, not ``uniform``): every (response, reward)
+3. when the step's placement reads relevance (``mrtpo``, beta > 0, a placement that replays): every (response, reward)
    pair with a non-zero advantage and a non-empty block is replayed on the actor group, the same number of
    forwards on every rank;
 4. each micro-batch's rows and q go to the registered estimator, which returns the (B, A) token advantages
@@ -35,12 +35,13 @@ from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 
 from ..core import (
     ADVANTAGE_ESTIMATORS,
-    JOINT_PLACEMENT,
+    JOINT_REPLAY,
     PROMPT_IDS_MISMATCH,
     MethodSettings,
     ReplayRequest,
     TokenInputs,
     count_forwards,
+    get_placement,
     localization,
     request_for_rollout,
     response_advantages,
@@ -240,7 +241,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                     if g in replay.q:
                         first, qg = replay.q[g]
                         q[j, :, first : first + qg.shape[1]] = qg
-            out = estimator(response, TokenInputs(rows, mask, q, self.global_step, generator), settings)
+            out = estimator(response, TokenInputs(rows, mask, q, self.global_step, generator), settings, placement)
             a = out.advantages
             cap_counts[0] += int(out.cap_binding.sum())
             cap_counts[1] += int(mask.sum())
@@ -345,7 +346,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         Returns ({row: (request, first action column)}, {reason: number of pairs skipped}).
         """
         margs = self.mrtpo_args
-        joint = placement == JOINT_PLACEMENT
+        joint = get_placement(placement).replay == JOINT_REPLAY
         requests: dict[int, tuple[ReplayRequest, int]] = {}
         skipped: dict[str, int] = defaultdict(int)
         for e in experiences:

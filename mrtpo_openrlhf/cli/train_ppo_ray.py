@@ -13,7 +13,6 @@ Every other upstream flag, default and check is untouched.
 from __future__ import annotations
 
 import importlib.util
-import os
 import runpy
 import sys
 import types
@@ -48,8 +47,9 @@ def require_device(args) -> None:
     import torch
 
     from ..adapter.cluster import cluster_address, hook_ray_init
+    from ..env_flags import cpu_layer_on
 
-    cpu_layer = os.environ.get("MRTPO_CPU") == "1"
+    cpu_layer = cpu_layer_on()  # the spellings sitecustomize accepts: with the layer on, its fake GPUs count
     if not cpu_layer and not torch.cuda.is_available() and cluster_address() is None:
         sys.exit(NO_DEVICE)
     hook_ray_init(args, check_gpus=not cpu_layer)

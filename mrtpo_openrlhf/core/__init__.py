@@ -19,6 +19,19 @@ from .estimators import (
     token_path,
 )
 from .gdpo import batch_standardize, fixed_reward_weights, group_normalize, saw_weights, weighted_sum
+from .placements import (
+    JOINT_REPLAY,
+    NO_REPLAY,
+    PER_REWARD,
+    PLACEMENTS,
+    REPLAYS,
+    Placement,
+    get_placement,
+    placement_arms,
+    placement_help,
+    placement_modes,
+    register_placement,
+)
 from .relevance import js_relevance
 from .replay import (
     JOINT,
@@ -55,13 +68,12 @@ from .settings import (
     DEFAULT_WARMUP_STEPS,
     JS_KERNELS,
     REWARD_WEIGHTINGS,
+    RUN_SETTINGS,
     MethodSettings,
+    RunSettings,
     parse_reward_weights,
 )
 from .weights import (
-    JOINT_PLACEMENT,
-    PLACEMENT_HELP,
-    PLACEMENT_MODES,
     apply_cap,
     beta_schedule,
     clip_response_advantages,

@@ -2,7 +2,7 @@
 
     rewards (N, K) --``response_advantages``--> A (N, K), S (N,), the response level   [the whole rollout batch]
         --the replay, for the pairs with A != 0 (the adapter's job)--> relevance q (B, K, T)
-        --``ADVANTAGE_ESTIMATORS[name](response, inputs, settings)``--> (B, T) token advantages   [any B rows]
+        --``ADVANTAGE_ESTIMATORS[name](response, inputs, settings, placement)``--> (B, T) token advantages [any B]
 
 Every estimator runs the same token path; they differ only in the step's placement (``StepPlacement``):
 place each reward's A over the tokens (``weights.token_advantages``), GDPO's batch step
@@ -19,9 +19,9 @@ from typing import Callable, Sequence
 import torch
 
 from .gdpo import batch_standardize, fixed_reward_weights, group_normalize, saw_weights, weighted_sum
+from .placements import NO_REPLAY, get_placement
 from .settings import MethodSettings
 from .weights import (
-    PLACEMENT_MODES,
     beta_schedule,
     clip_response_advantages,
     rescale_token_advantages,
@@ -40,7 +40,12 @@ class StepPlacement:
     @property
     def needs_relevance(self) -> bool:
         """Whether the placement reads q (else the replay can be skipped)."""
-        return self.beta > 0 and self.mode != "uniform"
+        return self.beta > 0 and self.replay != NO_REPLAY
+
+    @property
+    def replay(self) -> str:
+        """The replay the mode needs (``placements.REPLAYS``)."""
+        return get_placement(self.mode).replay
 
 
 UNIFORM = StepPlacement("uniform", 0.0, None)
@@ -105,7 +110,8 @@ class TokenInputs:
 
     rows: (B,) long indices into ``ResponseAdvantages``. mask: (B, T) valid response tokens.
     relevance: (B, K, T) q (0 for pairs not replayed), or None when the step does not replay.
-    step: completed training steps (beta's warm-up). generator: RNG of the ``shuffle`` ablation.
+    step: completed training steps (beta's warm-up; read only where the caller passes no step placement).
+    generator: RNG of the ``shuffle`` ablation.
     """
 
     rows: torch.Tensor
@@ -146,22 +152,34 @@ def token_path(
 @dataclass(frozen=True)
 class AdvantageEstimator:
     """A registered estimator: its step placement, and the ``--algo.mrtpo.*`` settings it reads (the others have no
-    effect under it). Called as ``estimator(response, inputs, settings) -> TokenAdvantages``."""
+    effect under it). Called as ``estimator(response, inputs, settings, placement) -> TokenAdvantages``, with the
+    step's ``placement = estimator.placement(settings, step)`` computed once by the caller (None: from
+    ``inputs.step``)."""
 
     name: str
     placement: Callable[[MethodSettings, int], StepPlacement]
     reads: frozenset[str]
     summary: str
 
-    def __call__(self, response: ResponseAdvantages, inputs: TokenInputs, settings: MethodSettings) -> TokenAdvantages:
-        return token_path(response, inputs, self.placement(settings, inputs.step), settings)
+    def __call__(
+        self,
+        response: ResponseAdvantages,
+        inputs: TokenInputs,
+        settings: MethodSettings,
+        placement: StepPlacement | None = None,
+    ) -> TokenAdvantages:
+        if placement is None:
+            placement = self.placement(settings, inputs.step)
+        return token_path(response, inputs, placement, settings)
 
 
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
 
 
 def register_estimator(name: str, reads: set[str], summary: str):
-    """Register ``placement(settings, step) -> StepPlacement`` as the estimator ``name``."""
+    """Register ``placement(settings, step) -> StepPlacement`` as the estimator ``name``; a taken name is refused."""
+    if name in ADVANTAGE_ESTIMATORS:
+        raise ValueError(f"advantage estimator {name!r} is already registered")
 
     def deco(placement: Callable[[MethodSettings, int], StepPlacement]):
         ADVANTAGE_ESTIMATORS[name] = AdvantageEstimator(name, placement, frozenset(reads), summary)
@@ -198,6 +216,5 @@ def gdpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
     summary="GDPO's advantages, each reward placed on its relevant tokens (replay)",
 )
 def mrtpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
-    if settings.placement not in PLACEMENT_MODES:
-        raise ValueError(f"unknown placement mode {settings.placement!r}; choose from {PLACEMENT_MODES}")
+    get_placement(settings.placement)  # an unknown mode fails here, before any replay
     return StepPlacement(settings.placement, beta_schedule(step, settings.beta, settings.warmup_steps), settings.cap)

@@ -1,6 +1,8 @@
-"""The method's settings and their defaults, each written once.
+"""The method's settings and the run settings, with their defaults, each written once.
 
 The CLI flags (``adapter/args.py``), the launchers, the study config and the docs read these values from here.
+``MethodSettings``: what the advantage estimators read. ``RunSettings``: what a training run samples and trains with
+(temperature, learning rate, batch shape), per backend.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ DEFAULT_EPS = 1e-4  # both GDPO normalizations (NVIDIA's reference)
 DEFAULT_BETA = 0.5  # placement strength beta_max (paper: 0.5 on every task)
 DEFAULT_WARMUP_STEPS = 10  # beta ramps from 0 to beta_max over these steps (paper: N = 10)
 DEFAULT_CAP = 1.5  # chosen from the binding rates with SmolLM2's replay on the mini sets: docs/cap.md
-DEFAULT_PLACEMENT = "mrtpo"  # one of ``weights.PLACEMENT_MODES``
+DEFAULT_PLACEMENT = "mrtpo"  # one of ``placements.PLACEMENTS``
 REWARD_WEIGHTINGS = ("none", "saw")  # response-level reward weights stacked under the placement
 DEFAULT_REWARD_WEIGHTING = "none"
 # Fixed per-reward weights on GDPO's response level, ((name, w), ...): what verl's ``gdpo_reward_weights`` and TRL's
@@ -28,6 +30,28 @@ DEFAULT_JS_KERNEL = "compiled"
 REPLAY_LOGITS = ("model", "fp32")
 DEFAULT_REPLAY_LOGITS = "model"
 DEFAULT_BLOCK_SEPARATOR = "\n\n"  # put before each verifier block added to a replay context
+
+
+def beta_problem(beta: float) -> str | None:
+    """Why ``beta`` cannot be used (None: it can); the CLI puts ``--algo.mrtpo.`` before it."""
+    return None if 0.0 <= beta <= 1.0 else f"beta must be in [0, 1], got {beta}"
+
+
+def cap_problem(cap: float | None) -> str | None:
+    """Why ``cap`` cannot be used (None: it can, None itself switching the cap off)."""
+    if cap is None or cap >= 1.0:
+        return None
+    return f"cap must be >= 1 (a single reward's own credit is never clipped), got {cap}"
+
+
+def check_beta(beta: float) -> None:
+    if (problem := beta_problem(beta)) is not None:
+        raise ValueError(problem)
+
+
+def check_cap(cap: float | None) -> None:
+    if (problem := cap_problem(cap)) is not None:
+        raise ValueError(problem)
 
 
 def parse_reward_weights(text: str) -> tuple[tuple[str, float], ...]:
@@ -74,3 +98,26 @@ class MethodSettings:
         m = args.algo.mrtpo
         known = {f.name: getattr(m, f.name) for f in fields(cls) if f.name != "clip_range" and hasattr(m, f.name)}
         return cls(**known, clip_range=getattr(args.reward, "clip_range", None))
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a training run samples and trains with, by default, on one backend (``RUN_SETTINGS``).
+
+    Read by the embedded default (``launch/default.py``), the study config, the probe and held-out scoring, and
+    pinned equal to the GPU script's defaults (``examples/scripts/_launch_gpu.sh``) by a test. ``max_new_tokens``
+    None: the task's own (the task package on CPU, the task's script on GPU).
+    """
+
+    temperature: float
+    lr: float
+    prompts_per_step: int
+    samples_per_prompt: int
+    max_new_tokens: int | None = None
+
+
+RUN_SETTINGS: dict[str, RunSettings] = {
+    # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.
+    "cpu": RunSettings(temperature=0.7, lr=2e-6, prompts_per_step=2, samples_per_prompt=4),
+    "gpu": RunSettings(temperature=1.0, lr=1e-6, prompts_per_step=64, samples_per_prompt=8),
+}

@@ -1,4 +1,6 @@
-"""From relevance to token advantages: credit weights, the cap, the ablation modes, the beta schedule.
+"""From relevance to token advantages: credit weights, the cap, the placement modes, the beta schedule.
+
+The four shipped placement modes register here (``placements.register_placement``): their weights functions.
 
 Each reward k of response i keeps its GDPO advantage A[i,k]; only its placement over tokens moves:
     w[i,k,t] = (1 - beta) + beta * q[i,k,t] / mean_t q[i,k,:]     (mean over valid tokens)
@@ -8,22 +10,11 @@ Because mean_t w = 1, sum_t w * A_k = T * A_k: each reward's total credit equals
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 import torch
 
 from .gdpo import batch_standardize
-from .settings import DEFAULT_BETA, DEFAULT_EPS, DEFAULT_WARMUP_STEPS
-
-PlacementMode = Literal["mrtpo", "uniform", "shuffle", "joint"]
-PLACEMENT_MODES: tuple[str, ...] = get_args(PlacementMode)  # the one declaration; the CLI's choices read it
-JOINT_PLACEMENT = "joint"  # the ablation with one profile for all rewards (``replay.JOINT`` is its context)
-PLACEMENT_HELP = {
-    "mrtpo": "each reward's advantage placed by its own relevance profile",
-    "uniform": "GDPO's placement (relevance ignored)",
-    "shuffle": "each response's weights permuted over its tokens (same values, wrong places)",
-    "joint": "one replay without any block, one profile shared by every replayed reward",
-}
+from .placements import JOINT_REPLAY, NO_REPLAY, PER_REWARD, get_placement, register_placement
+from .settings import DEFAULT_BETA, DEFAULT_EPS, DEFAULT_WARMUP_STEPS, check_beta, check_cap
 
 
 def beta_schedule(step: int, beta_max: float = DEFAULT_BETA, warmup_steps: int = DEFAULT_WARMUP_STEPS) -> float:
@@ -46,8 +37,7 @@ def credit_weights(q: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Te
         (..., T) float32: mean 1 and min 1-beta over valid tokens; 1 everywhere valid when q is all
         zero there (nothing to localize); 0 on masked positions.
     """
-    if not 0.0 <= beta <= 1.0:
-        raise ValueError(f"beta must be in [0, 1], got {beta}")
+    check_beta(beta)
     valid = torch.broadcast_to(mask.bool(), q.shape)
     qv = torch.where(valid, q.float().clamp_min(0.0), torch.zeros((), dtype=torch.float32, device=q.device))
     count = valid.sum(dim=-1, keepdim=True)
@@ -96,12 +86,51 @@ def _capped(excess: torch.Tensor, adv: torch.Tensor, cap: float | None) -> tuple
     total = received.sum(dim=1)
     binding = torch.zeros_like(total, dtype=torch.bool)
     if cap is not None:
-        if cap < 1.0:
-            raise ValueError(f"cap must be >= 1 (a single reward's own credit is never clipped), got {cap}")
+        check_cap(cap)
         bound = cap * received.abs().amax(dim=1)
         binding = total.abs() > bound
         total = torch.maximum(torch.minimum(total, bound), -bound)
     return total + given.sum(dim=1), binding
+
+
+@register_placement("mrtpo", PER_REWARD, "each reward's advantage placed by its own relevance profile", arm="mrtpo")
+def per_reward_weights(a, q, valid, beta, generator):
+    if q.shape[:2] != a.shape:
+        raise ValueError(f"q has shape {tuple(q.shape)}, expected (B, K, T) with (B, K) = {tuple(a.shape)}")
+    return credit_weights(q, valid.unsqueeze(1), beta)
+
+
+@register_placement("uniform", NO_REPLAY, "GDPO's placement (relevance ignored)", arm=None)
+def uniform_weights(a, q, valid, beta, generator):
+    return None
+
+
+@register_placement(
+    "shuffle",
+    PER_REWARD,
+    "each response's weights permuted over its tokens (same values, wrong places)",
+    arm="mrtpo-shuffle",  # same weights, shuffled within the response
+)
+def shuffled_weights(a, q, valid, beta, generator):
+    return _shuffle_within_rows(per_reward_weights(a, q, valid, beta, generator), valid, generator)
+
+
+@register_placement(
+    "joint",
+    JOINT_REPLAY,
+    "one replay without any block, one profile shared by every replayed reward",
+    arm="mrtpo-joint",  # one shared profile for every reward
+)
+def joint_weights(a, q, valid, beta, generator):
+    """q: (B, T), applied to every reward, or (B, K, T) whose non-zero rows all hold the one shared profile."""
+    if q.dim() == 2:
+        profile, placed = q, torch.ones_like(a, dtype=torch.bool)
+    else:
+        # the replay writes the one joint profile on the replayed rewards and 0 elsewhere; a reward
+        # without a profile (no verifier block) stays uniform, as in "mrtpo"
+        profile, placed = q.amax(dim=1), (q * valid.unsqueeze(1)).amax(dim=-1) > 0
+    w = credit_weights(profile, valid, beta).unsqueeze(1).expand(-1, a.shape[1], -1)
+    return torch.where(placed.unsqueeze(-1), w, valid.unsqueeze(1).to(w.dtype))
 
 
 def token_advantages(
@@ -110,7 +139,7 @@ def token_advantages(
     mask: torch.Tensor,
     beta: float,
     cap: float | None = None,
-    mode: PlacementMode = "mrtpo",
+    mode: str = "mrtpo",
     reward_weights: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     return_binding: bool = False,
@@ -124,9 +153,9 @@ def token_advantages(
         mask: (B, T) valid response tokens.
         beta: placement strength in [0, 1]; 0 gives GDPO's uniform placement exactly.
         cap: limit on what one token receives from several rewards (``apply_cap``); None disables it.
-        mode: "mrtpo" (per-reward weights), "uniform" (GDPO placement, q ignored), "shuffle" (each
-            response's weights permuted over its tokens: same values, wrong places), "joint" (one profile
-            for all rewards).
+        mode: a registered placement (``placements.PLACEMENTS``): "mrtpo" (per-reward weights), "uniform" (GDPO
+            placement, q ignored), "shuffle" (each response's weights permuted over its tokens: same values, wrong
+            places), "joint" (one profile for all rewards).
         reward_weights: optional (K,) or (B, K) response-level reward weights (e.g. SAW) applied to A.
         generator: RNG for "shuffle".
         return_binding: also return the (B, T) bool mask of tokens where the cap changed the advantage.
@@ -134,28 +163,13 @@ def token_advantages(
         (B, T) float32, 0 on masked positions. Each row's token mean equals sum_k A[i,k] (times
         reward weights) unless the cap binds.
     """
-    if mode not in PLACEMENT_MODES:
-        raise ValueError(f"unknown placement mode {mode!r}; choose from {PLACEMENT_MODES}")
+    weights_fn = get_placement(mode).weights
     a = adv.float() if reward_weights is None else adv.float() * reward_weights.to(adv.device).float()
     valid = mask.bool()
     uniform = a.sum(dim=-1, keepdim=True) * valid  # (B, T)
-    if mode == "uniform" or beta == 0.0:
+    w = None if beta == 0.0 else weights_fn(a, q, valid, beta, generator)
+    if w is None:  # GDPO's placement: nothing moves
         return (uniform.float(), torch.zeros_like(valid)) if return_binding else uniform.float()
-    if mode == JOINT_PLACEMENT:
-        if q.dim() == 2:
-            profile, placed = q, torch.ones_like(a, dtype=torch.bool)
-        else:
-            # the replay writes the one joint profile on the replayed rewards and 0 elsewhere; a reward
-            # without a profile (no verifier block) stays uniform, as in "mrtpo"
-            profile, placed = q.amax(dim=1), (q * valid.unsqueeze(1)).amax(dim=-1) > 0
-        w = credit_weights(profile, valid, beta).unsqueeze(1).expand(-1, a.shape[1], -1)
-        w = torch.where(placed.unsqueeze(-1), w, valid.unsqueeze(1).to(w.dtype))
-    else:
-        if q.shape[:2] != a.shape:
-            raise ValueError(f"q has shape {tuple(q.shape)}, expected (B, K, T) with (B, K) = {tuple(a.shape)}")
-        w = credit_weights(q, valid.unsqueeze(1), beta)
-        if mode == "shuffle":
-            w = _shuffle_within_rows(w, valid, generator)
     excess = (w - 1.0) * valid.unsqueeze(1)  # (B, K, T)
     moved, binding = _capped(excess, a, cap)
     out = (uniform + moved) * valid

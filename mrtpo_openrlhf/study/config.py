@@ -6,11 +6,11 @@
     task = "instruction"
     data = "mrtpo_openrlhf/data/instructions/study_train.jsonl"   # relative to the repo root, or absolute
     model = "smollm2"
-    arms = ["grpo", "gdpo", "mrtpo", "mrtpo-shuffle", "mrtpo-joint"]
+    arms = ["grpo", "gdpo", "mrtpo", "mrtpo-shuffle", "mrtpo-joint"]   # ARMS: the placements' arms too
     seeds = [1, 2, 3]
     steps = 16
-    prompts_per_step = 4
-    samples_per_prompt = 4
+    prompts_per_step = 4            # these five: default RUN_SETTINGS[backend] (core/settings.py); max_new_tokens
+    samples_per_prompt = 4          # the task's own
     max_new_tokens = 128
     temperature = 0.7
     lr = 1e-5
@@ -34,13 +34,21 @@ Every arm of one seed gets the same prompts, data order, rollout seed and initia
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import tomllib
 
-from mrtpo_openrlhf.core.settings import DEFAULT_BETA, DEFAULT_WARMUP_STEPS
+from mrtpo_openrlhf.core.placements import placement_arms
+from mrtpo_openrlhf.core.settings import (
+    DEFAULT_BETA,
+    DEFAULT_PLACEMENT,
+    DEFAULT_WARMUP_STEPS,
+    RUN_SETTINGS,
+    RunSettings,
+)
 from mrtpo_openrlhf.paths import REPO_ROOT
 from mrtpo_openrlhf.tasks import TASKS
 
@@ -56,13 +64,41 @@ class Arm:
         return ["--algo.mrtpo.placement", self.placement] if self.placement else []
 
 
-ARMS: dict[str, Arm] = {
-    "grpo": Arm("group_norm"),
-    "gdpo": Arm("gdpo"),
-    "mrtpo": Arm("mrtpo", "mrtpo"),
-    "mrtpo-shuffle": Arm("mrtpo", "shuffle"),  # same weights, shuffled within the response
-    "mrtpo-joint": Arm("mrtpo", "joint"),  # one shared profile for every reward
-}
+BASELINE_ARMS: dict[str, Arm] = {"grpo": Arm("group_norm"), "gdpo": Arm("gdpo")}
+PLACEMENT_ESTIMATOR = "mrtpo"  # the estimator that reads --algo.mrtpo.placement
+
+
+def study_arms() -> dict[str, Arm]:
+    """The baselines, then one ``mrtpo`` arm per registered placement that declares one (``core.placements``)."""
+    return {**BASELINE_ARMS, **{arm: Arm(PLACEMENT_ESTIMATOR, mode) for arm, mode in placement_arms().items()}}
+
+
+class _Arms(Mapping):
+    """``study_arms()`` read afresh on every access: a placement registered later has its arm at once."""
+
+    def __getitem__(self, name: str) -> Arm:
+        return study_arms()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(study_arms())
+
+    def __len__(self) -> int:
+        return len(study_arms())
+
+
+ARMS: Mapping[str, Arm] = _Arms()
+
+
+def method_arm() -> str:
+    """The arm of the method itself (the default placement's)."""
+    return next(arm for arm, mode in placement_arms().items() if mode == DEFAULT_PLACEMENT)
+
+
+def ablation_arms() -> list[str]:
+    """The arms of the other placements that have one, in registration order (``mrtpo-shuffle``, ``mrtpo-joint``)."""
+    return [arm for arm, mode in placement_arms().items() if mode != DEFAULT_PLACEMENT]
+
+
 BACKENDS = ("cpu", "gpu")
 PROMPT_DRAWS = ("first", "per_seed")
 ARM_ORDERS = ("listed", "random")
@@ -82,11 +118,12 @@ class StudyConfig:
     steps: int
     backend: str = "cpu"
     model: str = "smollm2"
-    prompts_per_step: int = 4
-    samples_per_prompt: int = 4
-    max_new_tokens: int = 128
-    temperature: float = 0.7
-    lr: float = 1e-5
+    # None: RUN_SETTINGS[backend]'s (max_new_tokens: the task's CPU default), filled in on construction
+    prompts_per_step: int | None = None
+    samples_per_prompt: int | None = None
+    max_new_tokens: int | None = None
+    temperature: float | None = None
+    lr: float | None = None
     beta: float = DEFAULT_BETA
     warmup_steps: int = DEFAULT_WARMUP_STEPS
     extra_args: list[str] = field(default_factory=list)
@@ -99,6 +136,14 @@ class StudyConfig:
     heldout_prompts: int = 64
     heldout_samples: int = 4
     comparisons: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        run = RUN_SETTINGS.get(self.backend)
+        for f in fields(RunSettings):
+            if getattr(self, f.name) is None and run is not None:
+                object.__setattr__(self, f.name, getattr(run, f.name))
+        if self.max_new_tokens is None and self.task in TASKS:
+            object.__setattr__(self, "max_new_tokens", TASKS[self.task].cpu_max_new_tokens)
 
     def data_path(self) -> Path:
         return _repo_path(self.data)

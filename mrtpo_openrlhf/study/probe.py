@@ -15,6 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from mrtpo_openrlhf.core.settings import RUN_SETTINGS
+
 
 def group_stats(groups: Sequence[Sequence[tuple[list[str], list[float]]]]) -> dict[str, Any]:
     """Per-reward pass rate and varying-group fraction.
@@ -100,7 +102,7 @@ def probe(
     model: str = "smollm2",
     prompts: int = 64,
     samples: int = 8,
-    temperature: float = 0.7,
+    temperature: float = RUN_SETTINGS["cpu"].temperature,
     max_new_tokens: int = 96,
     seed: int = 0,
     backend: str = "auto",

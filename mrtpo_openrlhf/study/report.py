@@ -18,9 +18,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mrtpo_openrlhf.core.placements import NO_REPLAY, get_placement
 from mrtpo_openrlhf.metrics import first_key, read_metrics
 
-from .config import ARMS
+from .config import ARMS, ablation_arms, method_arm
 from .stats import (
     ALPHA,
     BOOTSTRAP_MIN_SEEDS,
@@ -40,17 +41,22 @@ SMALL_FILES = ("metrics.jsonl", "config.json", "command.txt", "result.json", "ru
 TOTAL = "total"  # the summed reward (what GRPO optimizes)
 LENGTH_KEYS = ("rollout/response_length_mean", "response_length", "rollout/response_length")
 STEP_TIME_KEYS = ("timing/step_wall",)  # timing/step_total double-counts (it sums the other timings)
-# The declared comparisons by default (claims 2, 3a, 3b), Holm-adjusted together; COMPARISONS are described too.
-DECLARED = [("mrtpo", "gdpo"), ("gdpo", "grpo"), ("mrtpo", "mrtpo-shuffle"), ("mrtpo", "mrtpo-joint")]
-COMPARISONS = [
-    ("mrtpo", "gdpo"),
-    ("mrtpo", "grpo"),
-    ("gdpo", "grpo"),
-    ("mrtpo", "mrtpo-shuffle"),
-    ("mrtpo", "mrtpo-joint"),
-    ("mrtpo-joint", "gdpo"),
-    ("mrtpo-shuffle", "gdpo"),
-]
+
+
+def default_declared() -> list[tuple[str, str]]:
+    """The declared comparisons by default (claims 2, 3a, 3b), Holm-adjusted together: the method against GDPO, GDPO
+    against GRPO, the method against each other placement's arm (``core.placements``: shuffle, joint)."""
+    m = method_arm()
+    return [(m, "gdpo"), ("gdpo", "grpo"), *((m, ab) for ab in ablation_arms())]
+
+
+def exploratory_comparisons() -> list[tuple[str, str]]:
+    """The comparisons described besides the declared ones; each placement's arm against the method and GDPO."""
+    m, ablations = method_arm(), ablation_arms()
+    # (the ablations against GDPO last to first: the order the committed reports were written in)
+    return [(m, "gdpo"), (m, "grpo"), ("gdpo", "grpo"), *((m, ab) for ab in ablations)] + [
+        (ab, "gdpo") for ab in reversed(ablations)
+    ]
 
 
 class ReportError(ValueError):
@@ -199,14 +205,14 @@ def parse_comparisons(text: str, flag: str = "--comparisons") -> list[tuple[str,
 
 def declared_comparisons(config: dict[str, Any], given: str | None) -> tuple[list[tuple[str, str]], str]:
     """The declared comparisons and where they came from: ``--comparisons``, else the config's ``comparisons``
-    (a list of "a:b" or a string), else ``DECLARED``."""
+    (a list of "a:b" or a string), else ``default_declared()``."""
     if given:
         return parse_comparisons(given), "--comparisons"
     raw = config.get("comparisons")
     if raw:
         text = raw if isinstance(raw, str) else ",".join(x if isinstance(x, str) else ":".join(x) for x in raw)
         return parse_comparisons(text, "study.json comparisons"), "the config (study.json `comparisons`)"
-    return list(DECLARED), "the report's default"
+    return default_declared(), "the report's default"
 
 
 def pair_problem(study: Study, a: str, b: str, seed: int) -> str | None:
@@ -432,12 +438,17 @@ def arm_table(runs, names: list[str], steps: int, format_reward: str | None, thr
     return lines
 
 
+def replaying_arms() -> list[str]:
+    """The arms whose placement replays (they log the localization metrics), in ``ARMS`` order."""
+    return [arm for arm, spec in ARMS.items() if spec.placement and get_placement(spec.placement).replay != NO_REPLAY]
+
+
 def localization_table(runs, names: list[str], steps: int) -> list[str]:
     lines = [
         "| arm | reward | tokens for 80% of the distance | top-20% tokens' share | steps measured |",
         "|---|---|---|---|---|",
     ]
-    for arm in ("mrtpo", "mrtpo-shuffle", "mrtpo-joint"):
+    for arm in replaying_arms():
         for n in names:
             tok = [
                 v
@@ -978,7 +989,8 @@ def write_report(
     plot(runs, keys, steps, out / "curves.png", titles)
 
     declared_pairs, source = declared_comparisons(config, comparisons)
-    excluded = exclusions(study, [*declared_pairs, *COMPARISONS])
+    exploratory_pairs = exploratory_comparisons()
+    excluded = exclusions(study, [*declared_pairs, *exploratory_pairs])
     for (a, b, s), why in excluded.items():
         print(f"[study] not paired: {a} / {b} seed {s}: {why}", file=sys.stderr)
     primary = primary_endpoint(study)
@@ -989,7 +1001,7 @@ def write_report(
     secondary: dict[str, Paired] = {}
     kinds = (["heldout"] if study.has_heldout else []) + ["auc"]
     for kind in kinds:
-        for a, b in dict.fromkeys([*declared_pairs, *COMPARISONS]):
+        for a, b in dict.fromkeys([*declared_pairs, *exploratory_pairs]):
             for n in names + [TOTAL]:
                 ep = Endpoint(kind, n)
                 if ep == primary and (a, b) in declared:

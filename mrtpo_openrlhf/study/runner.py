@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from mrtpo_openrlhf.core.estimators import ADVANTAGE_ESTIMATORS
+from mrtpo_openrlhf.core.settings import DEFAULT_PLACEMENT
 from mrtpo_openrlhf.launch.runner import raise_interrupted, run_openrlhf_cpu, set_stop_signal_handlers, stop_processes
 from mrtpo_openrlhf.launch.watchdog import STALL_SECONDS, RunWatchdog, fmt_minutes, stop_advice
 from mrtpo_openrlhf.tasks import get_task
@@ -119,8 +121,8 @@ def gpu_command(cfg: StudyConfig, arm: str, seed: int, out: Path) -> tuple[list[
     script = REPO_ROOT / "examples" / "scripts" / script_name
     # The placement settings only where the estimator reads them (the CLI warns about flags without effect).
     method = (
-        {"PLACEMENT": spec.placement or "mrtpo", "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps)}
-        if spec.estimator == "mrtpo"
+        {"PLACEMENT": spec.placement or DEFAULT_PLACEMENT, "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps)}
+        if "placement" in getattr(ADVANTAGE_ESTIMATORS.get(spec.estimator), "reads", ())
         else {}
     )
     env = {
@@ -261,7 +263,33 @@ def _run_one(
         if dry_run:
             say(shlex.join(command))
             return True
-    if out.exists():  # an interrupted run: from scratch
+    _write_run_files(cfg, arm, seed, out, data, base, command, env)
+    t0, load_start = time.time(), os.getloadavg()[1]
+    label = f"[study]   {arm} seed {seed}"
+    if cfg.backend == "gpu":
+        ok, returncode, peak = _train_gpu(cfg, command, env, out, label, timeout, stall_timeout, say)
+    else:
+        ok, returncode, peak = _train_cpu(cfg, arm, flags, out, label, timeout, stall_timeout, say)
+    seconds = time.time() - t0
+    steps = (
+        sum(1 for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip())
+        if (out / "metrics.jsonl").exists()
+        else 0
+    )
+    if ok and steps < cfg.steps:
+        say(f"[study]   {arm} seed {seed}: only {steps}/{cfg.steps} steps were logged")
+        ok = False
+    if ok and cfg.heldout and cfg.backend == "cpu":  # before result.json: a run is done once it is scored
+        ok = score_heldout(cfg, out, say)
+    if ok:
+        _write_result(out, returncode, seconds, steps, peak, load_start)
+        say(f"[study]   {arm} seed {seed}: done in {fmt_minutes(seconds)}")
+    return ok
+
+
+def _write_run_files(cfg, arm, seed, out: Path, data, base, command: list[str], env: dict[str, str]) -> None:
+    """A fresh run folder (an interrupted run starts from scratch) with its config.json and command.txt."""
+    if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     (out / "config.json").write_text(
@@ -282,88 +310,81 @@ def _run_one(
     (out / "command.txt").write_text(
         " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(command) + "\n"
     )
-    t0, load_start = time.time(), os.getloadavg()[1]
-    label = f"[study]   {arm} seed {seed}"
-    if cfg.backend == "gpu":
-        with open(out / "train.log", "w") as log:
-            proc = subprocess.Popen(
-                command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-            watchdog = RunWatchdog(
-                out / "metrics.jsonl",
-                lambda: stop_processes([proc.pid], None, 10.0),
-                say,
-                label=label,
-                total_steps=cfg.steps,
-                stall_seconds=stall_timeout,
-                wall_seconds=timeout,
-                watch=[out],
-            )
-            try:
-                with watchdog:
-                    proc.wait()
-            finally:
-                if proc.poll() is None:  # interrupted: the script's process group must not outlive the study
-                    stop_processes([proc.pid], None, 10.0)
-        ok, returncode, peak = proc.returncode == 0 and watchdog.reason is None, proc.returncode, 0
-        if not ok:
-            say(
-                f"{label}: exit {returncode}{f' ({watchdog.reason})' if watchdog.reason else ''} "
-                f"(log: {out / 'train.log'})"
-            )
-    else:
-        from mrtpo_openrlhf.launch.default import check_run
 
-        res = run_openrlhf_cpu(
-            "mrtpo_openrlhf.cli.train_ppo_ray",
-            flags,
-            out,
-            num_cpus=8,
-            num_gpus=2,
-            timeout=timeout,
-            echo=False,
-            stall_timeout=stall_timeout,
-            total_steps=cfg.steps,
+
+def _train_gpu(cfg, command, env, out: Path, label, timeout, stall_timeout, say) -> tuple[bool, int, int]:
+    """The paper-scale script under the watchdog: (ok, exit status, peak memory: 0, not measured)."""
+    with open(out / "train.log", "w") as log:
+        proc = subprocess.Popen(
+            command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        watchdog = RunWatchdog(
+            out / "metrics.jsonl",
+            lambda: stop_processes([proc.pid], None, 10.0),
+            say,
             label=label,
-            progress=say,
+            total_steps=cfg.steps,
+            stall_seconds=stall_timeout,
+            wall_seconds=timeout,
+            watch=[out],
         )
-        problems = (
-            check_run(res.metrics_path, ARMS[arm].estimator)
-            if res.ok
-            else [f"exit {res.returncode}" + (f" ({res.stopped}: {stop_advice(res.stopped)})" if res.stopped else "")]
-        )
-        ok, returncode, peak = not problems, res.returncode, res.peak_memory_bytes
-        for p in problems:
-            say(f"{label}: {p} (log: {res.log_path})")
-    seconds = time.time() - t0
-    steps = (
-        sum(1 for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip())
-        if (out / "metrics.jsonl").exists()
-        else 0
-    )
-    if ok and steps < cfg.steps:
-        say(f"[study]   {arm} seed {seed}: only {steps}/{cfg.steps} steps were logged")
-        ok = False
-    if ok and cfg.heldout and cfg.backend == "cpu":  # before result.json: a run is done once it is scored
-        ok = score_heldout(cfg, out, say)
-    if ok:
-        import torch
+        try:
+            with watchdog:
+                proc.wait()
+        finally:
+            if proc.poll() is None:  # interrupted: the script's process group must not outlive the study
+                stop_processes([proc.pid], None, 10.0)
+    ok = proc.returncode == 0 and watchdog.reason is None
+    if not ok:
+        why = f" ({watchdog.reason})" if watchdog.reason else ""
+        say(f"{label}: exit {proc.returncode}{why} (log: {out / 'train.log'})")
+    return ok, proc.returncode, 0
 
-        (out / RESULT).write_text(
-            json.dumps(
-                {
-                    "returncode": returncode,
-                    "seconds": round(seconds, 1),
-                    "steps": steps,
-                    "peak_memory_gib": round(peak / 2**30, 2),
-                    "cpu": torch.backends.cpu.get_cpu_capability(),
-                    # other work on the machine slows Ray's low-priority workers
-                    "loadavg_5min_start_end": [load_start, os.getloadavg()[1]],
-                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-                },
-                indent=2,
-            )
-            + "\n"
+
+def _train_cpu(cfg, arm, flags, out: Path, label, timeout, stall_timeout, say) -> tuple[bool, int, int]:
+    """The embedded default's launcher, then ``check_run``: (ok, exit status, peak memory in bytes)."""
+    from mrtpo_openrlhf.launch.default import check_run
+
+    res = run_openrlhf_cpu(
+        "mrtpo_openrlhf.cli.train_ppo_ray",
+        flags,
+        out,
+        num_cpus=8,
+        num_gpus=2,
+        timeout=timeout,
+        echo=False,
+        stall_timeout=stall_timeout,
+        total_steps=cfg.steps,
+        label=label,
+        progress=say,
+    )
+    problems = (
+        check_run(res.metrics_path, ARMS[arm].estimator)
+        if res.ok
+        else [f"exit {res.returncode}" + (f" ({res.stopped}: {stop_advice(res.stopped)})" if res.stopped else "")]
+    )
+    for p in problems:
+        say(f"{label}: {p} (log: {res.log_path})")
+    return not problems, res.returncode, res.peak_memory_bytes
+
+
+def _write_result(out: Path, returncode: int, seconds: float, steps: int, peak: int, load_start: float) -> None:
+    """result.json, written last: its presence is what "done" means."""
+    import torch
+
+    (out / RESULT).write_text(
+        json.dumps(
+            {
+                "returncode": returncode,
+                "seconds": round(seconds, 1),
+                "steps": steps,
+                "peak_memory_gib": round(peak / 2**30, 2),
+                "cpu": torch.backends.cpu.get_cpu_capability(),
+                # other work on the machine slows Ray's low-priority workers
+                "loadavg_5min_start_end": [load_start, os.getloadavg()[1]],
+                "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+            },
+            indent=2,
         )
-        say(f"[study]   {arm} seed {seed}: done in {fmt_minutes(seconds)}")
-    return ok
+        + "\n"
+    )

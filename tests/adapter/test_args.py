@@ -121,7 +121,7 @@ def test_cap_is_on_by_default_and_none_switches_it_off(monkeypatch):
 
 def test_defaults_and_choices_come_from_the_core(monkeypatch):
     """Issue 13: each default is written once, in core/settings.py; the placement choices are core's modes."""
-    from mrtpo_openrlhf.core import ADVANTAGE_ESTIMATORS, PLACEMENT_HELP, PLACEMENT_MODES, settings
+    from mrtpo_openrlhf.core import ADVANTAGE_ESTIMATORS, PLACEMENTS, settings
 
     d = vars(parse_upstream(BASE + ["--algo.advantage.estimator", "mrtpo"], monkeypatch))
     assert d["algo.mrtpo.beta"] == settings.DEFAULT_BETA
@@ -129,17 +129,18 @@ def test_defaults_and_choices_come_from_the_core(monkeypatch):
     assert d["algo.mrtpo.eps"] == settings.DEFAULT_EPS and d["algo.mrtpo.chunk_size"] == settings.DEFAULT_CHUNK_SIZE
     assert d["algo.mrtpo.block_separator"] == settings.DEFAULT_BLOCK_SEPARATOR
     assert d["algo.mrtpo.replay_micro_batch_size"] == settings.DEFAULT_REPLAY_MICRO_BATCH_SIZE
-    assert d["algo.mrtpo.placement"] == settings.DEFAULT_PLACEMENT in PLACEMENT_MODES
+    assert d["algo.mrtpo.placement"] == settings.DEFAULT_PLACEMENT in PLACEMENTS
     assert d["algo.mrtpo.js_kernel"] == settings.DEFAULT_JS_KERNEL in settings.JS_KERNELS
     assert d["algo.mrtpo.replay_logits"] == settings.DEFAULT_REPLAY_LOGITS in settings.REPLAY_LOGITS
-    assert set(PLACEMENT_HELP) == set(PLACEMENT_MODES)
     parser = argparse.ArgumentParser()
     parser.add_argument("--algo.advantage.estimator", choices=["gae", "group_norm"])
     from mrtpo_openrlhf.adapter.args import extend_parser
 
     extend_parser(parser)
     by_dest = {a.dest: a for a in parser._actions}
-    assert list(by_dest["algo.mrtpo.placement"].choices) == list(PLACEMENT_MODES)
+    assert list(by_dest["algo.mrtpo.placement"].choices) == ["mrtpo", "uniform", "shuffle", "joint"] == list(PLACEMENTS)
+    for mode, entry in PLACEMENTS.items():  # each mode's help text is in the flag's help
+        assert f"{mode}: {entry.help}" in by_dest["algo.mrtpo.placement"].help
     assert list(by_dest["algo.mrtpo.js_kernel"].choices) == list(settings.JS_KERNELS)
     assert set(ADVANTAGE_ESTIMATORS) <= set(by_dest["algo.advantage.estimator"].choices)
 

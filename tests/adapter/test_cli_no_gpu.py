@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -50,3 +51,21 @@ def test_valid_flags_without_cuda_say_how_to_run_on_cpu():
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1].startswith("mrtpo: no CUDA device on this machine")
     assert "launch.default" in res.stderr
+
+
+@pytest.mark.parametrize("value", ["1", "true"])
+def test_cli_with_the_cpu_layer_on_does_not_stop_for_want_of_a_gpu(value, monkeypatch):
+    """Issue 23: with ``MRTPO_CPU=true`` the CPU patches are applied (``sitecustomize``), so the CLI must count the
+    layer as on too, not stop saying there is no GPU (it read only ``"1"``)."""
+    from mrtpo_openrlhf.adapter import cluster
+    from mrtpo_openrlhf.cli import train_ppo_ray
+
+    seen = []
+    monkeypatch.setattr(cluster, "cluster_address", lambda: None)
+    monkeypatch.setattr(cluster, "hook_ray_init", lambda args, check_gpus: seen.append(check_gpus))
+    monkeypatch.setenv("MRTPO_CPU", value)
+    train_ppo_ray.require_device(SimpleNamespace())
+    assert seen == [False]  # the layer's fake GPUs are not counted
+    monkeypatch.setenv("MRTPO_CPU", "0")
+    with pytest.raises(SystemExit, match="no CUDA device"):
+        train_ppo_ray.require_device(SimpleNamespace())

@@ -91,37 +91,45 @@ def gdpo_levels(R, n=4):
     return torch.tensor([row[0] for row in ref.batch_step([[x] for x in S], S)])
 
 
+def naive_advantages(samples, model, char_tokenizer, beta, cap):
+    """Independent computation of the token advantages (mrtpo placement, no KL term): the replay run here on the whole
+    batch at once, the group advantages, the placement and the batch step by naive loops. Returns ({row: expected
+    advantages}, {reward name: [top-20% share of each replayed pair with q > 0]}, number of replayed pairs)."""
+    import naive_reference as ref
+
+    from mrtpo_openrlhf.core import localization
+
+    R, blocks = rewards_in_order(samples)
+    names = [[it.name for it in vector(s).items] for s in samples]
+    K = R.shape[1]
+    prompts = [s.prompts[0] for s in samples]
+    spans = [response_span(s.sequences[0], s.attention_mask[0], s.action_mask[0]) for s in samples]
+    A = ref.group_advantages(R.tolist(), 4)
+    ks = [[k for k in range(K) if A[i][k] != 0 and blocks[i][k]] for i in range(len(R))]
+    reqs = [request_from_text(char_tokenizer, prompts[i], blocks[i], spans[i][1], ks[i], "\n") for i in range(len(R))]
+    q_list, _ = replay_relevance(model, reqs, num_rewards=K, temperature=0.9, chunk_size=5)
+    rows = [
+        ref.capped_token_advantages(A[i], q_list[i, :, : len(spans[i][1])].tolist(), beta, cap) for i in range(len(R))
+    ]
+    top: dict[str, list[float]] = {}
+    for i in range(len(R)):
+        for k in ks[i]:
+            qk = q_list[i, k, : len(spans[i][1])]
+            if float(qk.sum()) > 0:
+                top.setdefault(names[i][k], []).append(float(localization(qk, torch.ones(len(qk), dtype=torch.bool))))
+    return ref.batch_step(rows, [sum(a) for a in A]), top, sum(len(k) for k in ks)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_mrtpo_advantages_equal_naive_reference(seed, tiny_llama, char_tokenizer):
     args = make_args(beta=0.5, cap=2.0)
     samples = rollout(seed)
-    R, blocks = rewards_in_order(samples)
-    prompts = [s.prompts[0] for s in samples]
-    spans = [response_span(s.sequences[0], s.attention_mask[0], s.action_mask[0]) for s in samples]
+    R, _ = rewards_in_order(samples)
     exps = micro_batches(samples, 3, seed)
     m = maker(args, tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(exps)
 
-    # independent computation: the replay run here on the whole batch at once, the placement by naive loops
-    import naive_reference as ref
-
-    A = ref.group_advantages(R.tolist(), 4)
-    reqs = [
-        request_from_text(
-            char_tokenizer,
-            prompts[i],
-            blocks[i],
-            spans[i][1],
-            [k for k in range(3) if A[i][k] != 0 and blocks[i][k]],
-            "\n",
-        )
-        for i in range(len(R))
-    ]
-    q_list, _ = replay_relevance(tiny_llama, reqs, num_rewards=3, temperature=0.9, chunk_size=5)
-    rows = [
-        ref.capped_token_advantages(A[i], q_list[i, :, : len(spans[i][1])].tolist(), 0.5, 2.0) for i in range(len(R))
-    ]
-    expected = ref.batch_step(rows, [sum(a) for a in A])
+    expected, top, replayed = naive_advantages(samples, tiny_llama, char_tokenizer, 0.5, 2.0)
     for e in out:
         for row, g in enumerate(e.index):
             valid = e.action_mask[row].bool()
@@ -133,8 +141,11 @@ def test_mrtpo_advantages_equal_naive_reference(seed, tiny_llama, char_tokenizer
         assert all(isinstance(v, torch.Tensor) and v.shape == (len(e.index),) for v in e.info.values())
     metrics = m.pop_metrics()
     assert metrics["mrtpo/beta"] == 0.5
-    assert 0 < metrics["mrtpo/replayed_pairs_frac"] <= 1
-    assert "reward/execution/mean" in metrics and "mrtpo/execution/top20_share" in metrics
+    # every reward of every response is present here: the share of the N x K pairs with A != 0 and a block
+    assert 0 < replayed < R.numel() and metrics["mrtpo/replayed_pairs_frac"] == pytest.approx(replayed / R.numel())
+    assert "reward/execution/mean" in metrics
+    for name, shares in top.items():
+        assert metrics[f"mrtpo/{name}/top20_share"] == pytest.approx(sum(shares) / len(shares), abs=1e-4), name
     # same number of forwards on every rank
     ((_, kwargs),) = m.actor_model_group.calls
     assert len(set(kwargs["min_forwards"])) == 1
@@ -416,12 +427,17 @@ def test_verifier_exception_costs_the_response_not_the_run(tiny_llama, char_toke
     _, samples = reward_func_samples({"Question 0: count. answer 0.2"})
     assert samples[2].info["sql_has_query"].tolist() == [0.0]  # the fallback carries the task's numeric logs
     assert vector(samples[2]).values == [0.0, 0.0]
-    m = maker(make_args(beta=0.5), tiny_llama, char_tokenizer)
+    m = maker(make_args(beta=0.5, use_kl_loss=True), tiny_llama, char_tokenizer)
     out = m.compute_advantages_and_returns(micro_batches(samples, 4, 0))
+    # the crashed response counts as [0, 0] in its group's normalization, the batch is otherwise untouched
+    expected, _, _ = naive_advantages(samples, tiny_llama, char_tokenizer, 0.5, None)
     for e in out:
-        assert torch.isfinite(e.advantages).all()
+        for row, g in enumerate(e.index):
+            valid = e.action_mask[row].bool()
+            assert torch.allclose(e.advantages[row][valid], torch.tensor(expected[g]), atol=1e-4), g
         n = len(e.index)
         assert len(split_experience_batch(e)) == n
+        assert all(len(v) == n for v in e.info.values())
 
 
 def test_missing_logs_are_filled_across_the_rollout_batch(monkeypatch):

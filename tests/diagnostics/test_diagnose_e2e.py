@@ -1,18 +1,30 @@
 """End-to-end runs of ``python -m mrtpo_openrlhf.diagnose`` on a tiny random model."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
+from mrtpo_openrlhf.cli.diagnose import main
 from mrtpo_openrlhf.data.jsonl import read_jsonl, write_jsonl
-from mrtpo_openrlhf.diagnostics.cli import main
 
 DATA = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf" / "data"
 
 SQL_GOOD = "<think>\nCount the rows of books.\n</think>\n```sql\nSELECT count(*) FROM books\n```"
 SQL_BAD = "I think the answer is\n```sql\nSELECT nme, title FROM books WHERE\n```"
 END = "Is there anything else I can help with?"
+
+
+def naive_stats(q):
+    """Tokens for 80% of the distance, the top 20% tokens' share and the total, by a plain loop over sorted q."""
+    srt, total = sorted(q, reverse=True), sum(q)
+    need, acc = 0, 0.0
+    while acc < 0.8 * total:
+        acc += srt[need]
+        need += 1
+    top = srt[: max(1, math.ceil(0.2 * len(q)))]
+    return {"tokens_for_80pct": need / len(q), "top20_share": sum(top) / total, "total_distance": total}
 
 
 def test_sql_responses_write_all_files(tmp_path, tiny_model_dir):
@@ -45,9 +57,11 @@ def test_sql_responses_write_all_files(tmp_path, tiny_model_dir):
     for rec in recs:
         if rec["replayed"]:
             assert len(rec["q"]) == len(rec["tokens"]) == len(rec["token_ids"])
-            assert all(0.0 <= v <= 1.0 + 1e-6 for v in rec["q"])
             assert sum(rec["q"]) > 0  # removing a block changes a random model's predictions too
-            assert rec["stats"]["tokens_for_80pct"] is not None
+            want = naive_stats(rec["q"])
+            assert rec["stats"]["tokens_for_80pct"] == pytest.approx(want["tokens_for_80pct"])
+            assert rec["stats"]["top20_share"] == pytest.approx(want["top20_share"])
+            assert rec["stats"]["total_distance"] == pytest.approx(want["total_distance"], rel=1e-5)
     # the SELECT list span is found and mapped to tokens that really spell it
     sel = good["execution"]["spans"]["select_columns"]
     text = "".join(good["execution"]["tokens"])

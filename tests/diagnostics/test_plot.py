@@ -2,7 +2,7 @@
 
 import json
 
-from mrtpo_openrlhf.plot import main, read_metrics, select_keys
+from mrtpo_openrlhf.cli.plot import main, read_metrics, select_keys
 
 
 def _write(path, rows, torn_tail=False):

@@ -35,9 +35,9 @@ def server():
     thread.join(timeout=5)
 
 
-def request(server, method, path, body=None, headers=None):
+def request(server, method, path, body=None, headers=None, timeout=10):
     host, port = server.server_address[:2]
-    conn = http.client.HTTPConnection(host, port, timeout=10)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()
@@ -46,8 +46,9 @@ def request(server, method, path, body=None, headers=None):
         conn.close()
 
 
-def post_json(server, payload, path="/get_reward"):
-    return request(server, "POST", path, json.dumps(payload).encode(), {"Content-Type": "application/json"})
+def post_json(server, payload, path="/get_reward", timeout=10):
+    body = json.dumps(payload).encode()
+    return request(server, "POST", path, body, {"Content-Type": "application/json"}, timeout=timeout)
 
 
 def test_binds_loopback_and_health(server):
@@ -251,7 +252,8 @@ def test_verifier_calls_run_in_worker_processes_and_a_dead_worker_is_replaced(pr
                 break
             time.sleep(0.1)
         assert status == 500 and "worker died" in out["error"]
-        status, out = post_json(srv, quick)  # waits for the new workers, then scores
+        # waits for the new workers (their start-up takes tens of seconds on a loaded machine), then scores
+        status, out = post_json(srv, quick, timeout=120)
         assert status == 200 and int(out["extra_logs"]["pid"]) in srv.pool.pids
         assert not set(srv.pool.pids) & set(first_pids)
     finally:

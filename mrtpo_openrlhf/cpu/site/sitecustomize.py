@@ -1,6 +1,7 @@
 """Imported by Python at start-up when this folder is on PYTHONPATH (the MRTPO CPU launcher puts it there).
 
-With MRTPO_CPU=1 it registers the CPU patches (lazily: nothing heavy is imported here), then hands over to
+With MRTPO_CPU on (``mrtpo_openrlhf.env_flags``: 1/true/yes/on) it registers the CPU patches (lazily: nothing
+heavy is imported here), then hands over to
 any other ``sitecustomize`` further down ``sys.path`` so it is not shadowed.
 """
 
@@ -19,12 +20,18 @@ def _chain_next_sitecustomize():
         spec.loader.exec_module(module)
 
 
-if os.environ.get("MRTPO_CPU", "").strip().lower() in ("1", "true", "yes", "on"):
-    try:
-        from mrtpo_openrlhf.cpu.patches import apply as _apply
-    except ImportError as _err:  # the package itself is not importable in this interpreter
-        sys.stderr.write(f"[mrtpo.cpu] MRTPO_CPU=1 but the CPU patches cannot be imported: {_err}\n")
-    else:
-        _apply()
+try:
+    from mrtpo_openrlhf.env_flags import cpu_layer_on as _cpu_layer_on
+except ImportError as _err:  # the package itself is not importable in this interpreter
+    if os.environ.get("MRTPO_CPU"):
+        sys.stderr.write(f"[mrtpo.cpu] MRTPO_CPU is set but mrtpo_openrlhf cannot be imported: {_err}\n")
+else:
+    if _cpu_layer_on():
+        try:
+            from mrtpo_openrlhf.cpu.patches import apply as _apply
+        except ImportError as _err:
+            sys.stderr.write(f"[mrtpo.cpu] MRTPO_CPU is on but the CPU patches cannot be imported: {_err}\n")
+        else:
+            _apply()
 
 _chain_next_sitecustomize()

@@ -1,0 +1,283 @@
+"""``python -m mrtpo_openrlhf.study {probe,coldstart,run,heldout,localize,report}``."""
+
+# The commands' argument parsing; what they do is in mrtpo_openrlhf/study/.
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mrtpo_openrlhf.core.settings import RUN_SETTINGS
+from mrtpo_openrlhf.launch.watchdog import STALL_SECONDS
+
+# probe and held-out scoring sample as the CPU training runs do
+TEMPERATURE = RUN_SETTINGS["cpu"].temperature
+
+
+def study_folders(cfg, args) -> tuple[Path, Path | None]:
+    """(study folder, results folder or None) from ``--out``/``--results`` and the config's name."""
+    from ..study.config import REPO_ROOT
+
+    results = args.results or REPO_ROOT / "docs" / "results" / cfg.name
+    return args.out or REPO_ROOT / "runs" / "study" / cfg.name, None if str(results) == "none" else results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.study", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("probe", help="sample the base model on a task; per-reward pass rate and varying groups")
+    p.add_argument("--task", required=True)
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--prompts", type=int, default=64)
+    p.add_argument("--samples", type=int, default=8)
+    p.add_argument("--temperature", type=float, default=TEMPERATURE)
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
+    p.add_argument("--out", type=Path, help="write the result as JSON here")
+    p.add_argument("--save-samples", type=Path, help="write the samples as `diagnose --responses` rows")
+
+    c = sub.add_parser("coldstart", help="a short SFT of the base model on the tool layout (OpenRLHF's train_sft)")
+    c.add_argument("--out", type=Path, required=True, help="folder for the SFT'd HF model and cold_start.json")
+    c.add_argument("--model", default="smollm2")
+    c.add_argument("--steps", type=int, default=6, help="optimizer steps")
+    c.add_argument("--lr", type=float, default=3e-5)
+    c.add_argument("--batch", type=int, default=8)
+    c.add_argument("--exclude", type=Path, help="a provenance.json whose train/heldout ids the SFT rows must avoid")
+
+    h = sub.add_parser("heldout", help="score a checkpoint on unseen prompts (the study's primary endpoint)")
+    h.add_argument("--task", required=True)
+    h.add_argument("--data", type=Path, required=True, help="held-out prompts (JSONL)")
+    h.add_argument("--model", required=True, help="an HF model folder (a run's model/) or 'smollm2'")
+    h.add_argument("--prompts", type=int, default=64)
+    h.add_argument("--samples", type=int, default=4)
+    h.add_argument("--temperature", type=float, default=TEMPERATURE)
+    h.add_argument("--max-new-tokens", type=int, default=96)
+    h.add_argument("--out", type=Path, required=True, help="write the scores as JSON here")
+
+    r = sub.add_parser("run", help="train every (arm, seed) of a config that is not done yet (resumable)")
+    r.add_argument("config", type=Path, help="study config (TOML)")
+    r.add_argument("--out", type=Path, help="study folder (default: runs/study/<name>)")
+    r.add_argument("--arms", nargs="+", help="only these arms")
+    r.add_argument("--seeds", nargs="+", type=int, help="only these seeds")
+    r.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_SECONDS,
+        help="stop a run after this many seconds without output, a new step or log growth",
+    )
+    r.add_argument("--timeout", type=float, default=None, help="optional wall limit per run, in seconds")
+    r.add_argument("--dry-run", action="store_true", help="print each run's command, run nothing")
+    r.add_argument(
+        "--results",
+        type=Path,
+        help="committed results folder: finished runs are copied there and "
+        "count as done (default: docs/results/<name>; 'none' to skip)",
+    )
+
+    loc = sub.add_parser(
+        "localize", help="diagnose the final checkpoints of one seed (and the base model) on the same prompts"
+    )
+    loc.add_argument("config", type=Path, help="study config (TOML)")
+    loc.add_argument("--arms", nargs="+", default=["base", "gdpo", "mrtpo"], help="arms ('base': the untrained model)")
+    loc.add_argument("--seed", type=int, default=1, help="which seed's checkpoints")
+    loc.add_argument("--out", type=Path, help="study folder holding the checkpoints (default: runs/study/<name>)")
+    loc.add_argument(
+        "--results", type=Path, help="results folder for the summaries (default: docs/results/<name>; 'none' to skip)"
+    )
+    loc.add_argument("--prompts", type=int, default=8)
+    loc.add_argument("--samples", type=int, default=4)
+    loc.add_argument("--sample-seed", type=int, default=7)
+    loc.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
+
+    rep = sub.add_parser("report", help="markdown report + plots from a study folder")
+    rep.add_argument("dir", type=Path, help="study folder (runs/study/<name>) or a committed results folder")
+    rep.add_argument("--out", type=Path, help="report folder (default: DIR); run files are copied there")
+    rep.add_argument("--probe", type=Path, nargs="*", default=[], help="probe JSON files to include")
+    rep.add_argument("--format-reward", help="reward whose steps-to-threshold are reported (e.g. a format reward)")
+    rep.add_argument("--threshold", type=float, default=0.8)
+    rep.add_argument("--notes", type=Path, help="markdown file included near the top (set-up, caveats)")
+    rep.add_argument(
+        "--comparisons",
+        help="declared comparisons A:B,... (Holm-adjusted together on the primary endpoint; default: the config's "
+        "`comparisons`, else the report's: mrtpo:gdpo, gdpo:grpo and mrtpo against each placement's arm)",
+    )
+    rep.add_argument("--alpha", type=float, default=0.05, help="decision level of the verdicts")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    return COMMANDS[args.cmd](ap, args)
+
+
+def report_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from ..study.report import ReportError, write_report
+
+    if not args.dir.is_dir():
+        ap.error(f"{args.dir}: no such study folder")
+    if not 0 < args.alpha < 1:
+        ap.error(f"--alpha {args.alpha}: must lie between 0 and 1")
+    missing = [str(p) for p in [*args.probe, *([args.notes] if args.notes else [])] if not p.is_file()]
+    if missing:
+        ap.error(f"no such file: {', '.join(missing)}")
+    try:
+        path = write_report(
+            args.dir,
+            args.out,
+            args.probe,
+            args.format_reward,
+            args.threshold,
+            args.notes.read_text(encoding="utf-8") if args.notes else "",
+            comparisons=args.comparisons,
+            alpha=args.alpha,
+        )
+    except ReportError as exc:
+        print(f"[study] {exc}", file=sys.stderr)
+        return 2
+    print(f"[study] report: {path}")
+    return 0
+
+
+def run_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from ..study.config import ConfigError, load_config
+    from ..study.runner import run_study
+
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        ap.error(str(exc))
+    bad = [a for a in args.arms or [] if a not in cfg.arms]
+    if bad:
+        ap.error(f"--arms {bad}: not in the config's arms {cfg.arms}")
+    bad = [s for s in args.seeds or [] if s not in cfg.seeds]
+    if bad:
+        ap.error(f"--seeds {bad}: not in the config's seeds {cfg.seeds}")
+    try:
+        study_dir, results = study_folders(cfg, args)
+        failed = run_study(
+            cfg,
+            study_dir,
+            args.dry_run,
+            args.arms,
+            args.seeds,
+            args.timeout,
+            results=results,
+            stall_timeout=args.stall_timeout,
+        )
+    except KeyboardInterrupt as interrupted:  # Ctrl-C, SIGTERM or SIGHUP (launch.runner.Interrupted)
+        print(
+            "[study] interrupted: the run in progress was stopped and will be rerun from scratch; "
+            "finished runs are kept. Run the same command to resume.",
+            file=sys.stderr,
+        )
+        return getattr(interrupted, "exit_status", 130)
+    return 1 if failed else 0
+
+
+def localize_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from ..study.config import ConfigError, load_config
+    from ..study.localize import BASE, LocalizeError, localize
+
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        ap.error(str(exc))
+    bad = [a for a in args.arms if a != BASE and a not in cfg.arms]
+    if bad:
+        ap.error(f"--arms {bad}: not in the config's arms {cfg.arms} (or '{BASE}')")
+    study_dir, results = study_folders(cfg, args)
+    try:
+        localize(
+            cfg,
+            study_dir,
+            args.arms,
+            args.seed,
+            results,
+            args.prompts,
+            args.samples,
+            args.sample_seed,
+            args.backend,
+        )
+    except LocalizeError as exc:
+        print(f"[study] {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def coldstart_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import json
+
+    from ..study.cold_start import ColdStartError, cold_start
+
+    if args.steps < 1 or args.batch < 1:
+        ap.error("--steps and --batch must be >= 1")
+    exclude: list[str] = []
+    if args.exclude:
+        if not args.exclude.is_file():
+            ap.error(f"--exclude {args.exclude}: no such file")
+        record = json.loads(args.exclude.read_text())
+        exclude = [*record.get("train_ids", []), *record.get("heldout_ids", [])]
+    try:
+        done = cold_start(args.out, args.model, args.steps, args.lr, args.batch, exclude_ids=exclude)
+    except ColdStartError as exc:
+        print(f"[study] {exc}", file=sys.stderr)
+        return 2
+    print(f"[study] cold start: {args.out} (weights sha256 {done['weights_sha256'][:12]}, {done['seconds']} s)")
+    return 0
+
+
+def heldout_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from ..study.heldout import score_checkpoint, write
+
+    if not args.data.is_file():
+        ap.error(f"--data {args.data}: no such file")
+    if args.prompts < 1 or args.samples < 1:
+        ap.error("--prompts and --samples must be >= 1")
+    result = score_checkpoint(
+        args.task, args.data, args.model, args.prompts, args.samples, args.temperature, args.max_new_tokens
+    )
+    write(result, args.out)
+    print(f"[study] held-out {args.model}: total {result['total']:.3f} -> {args.out}")
+    return 0
+
+
+def probe_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from ..study.probe import format_table, probe, write
+
+    if not args.data.is_file():
+        ap.error(f"--data {args.data}: no such file")
+    result = probe(
+        args.task,
+        args.data,
+        args.model,
+        args.prompts,
+        args.samples,
+        args.temperature,
+        args.max_new_tokens,
+        args.seed,
+        args.backend,
+        args.save_samples,
+    )
+    print(format_table(result))
+    if args.out:
+        write(result, args.out)
+    return 0
+
+
+COMMANDS = {
+    "probe": probe_command,
+    "coldstart": coldstart_command,
+    "heldout": heldout_command,
+    "run": run_command,
+    "localize": localize_command,
+    "report": report_command,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
