@@ -282,3 +282,26 @@ def test_submitted_job_forwards_the_verifier_variables(tmp_path):
         "MRTPO_METRICS_JSONL": str(tmp_path / "out" / "metrics.jsonl"),
     }
     assert args[args.index("--") + 1 : args.index("--") + 4] == ["python", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
+
+
+def test_gpu_script_defaults_are_the_gpu_run_settings(tmp_path, monkeypatch):
+    """``RUN_SETTINGS["gpu"]`` (core/settings.py) is what the GPU script runs when no variable is set: the study
+    config and the docs read the former, a cluster run gets the latter."""
+    from mrtpo_openrlhf.core.settings import RUN_SETTINGS
+
+    _, _, args = gpu_command(tmp_path, monkeypatch)
+    gpu = RUN_SETTINGS["gpu"]
+    assert args["rollout.temperature"] == gpu.temperature
+    assert args["actor.adam.lr"] == gpu.lr
+    assert args["rollout.batch_size"] == gpu.prompts_per_step
+    assert args["rollout.n_samples_per_prompt"] == gpu.samples_per_prompt
+
+
+@pytest.mark.parametrize("value", ["1", "true", "TRUE", " yes ", "On", "0", "false", "", "2", "enabled"])
+def test_scripts_read_the_switches_as_the_python_side_does(value):
+    from mrtpo_openrlhf.env_flags import flag_on
+
+    shell = f'source "{SCRIPTS / "_platform.sh"}"; flag_on MRTPO_GPU && echo on || echo off'
+    env = dict(os.environ, MRTPO_GPU=value)
+    res = subprocess.run(["bash", "-c", shell], env=env, capture_output=True, text=True, check=True)
+    assert (res.stdout.strip() == "on") == flag_on("MRTPO_GPU", {"MRTPO_GPU": value})
