@@ -253,10 +253,12 @@ class RunShape:
     reference: bool = False
 
 
-# PSS of each process of a CPU run apart from the model it holds, rounded up from one traced study run (SmolLM2-135M,
-# bf16): the driver, the trainer, the rollout actor, vLLM's engine core and worker (without weights and KV cache),
-# Ray's daemons, the actor's imports. Not yet calibrated against the embedded default.
-PROCESS_FLOOR_GIB = {"driver": 0.7, "trainer": 0.6, "rollout": 0.6, "vllm": 1.6, "ray": 0.6, "actor": 0.9}
+# PSS of each process of a CPU run apart from the model it holds (SmolLM2-135M, bf16): the driver, the trainer, the
+# rollout actor, vLLM's engine core and worker (without weights and KV cache), Ray's daemons, and the actor's share
+# not explained by its states and logits. The actor's is calibrated on the embedded default (12.0 GiB measured,
+# docs/cpu.md), the others rounded up from one traced study run.
+PROCESS_FLOOR_GIB = {"driver": 0.7, "trainer": 0.6, "rollout": 0.6, "vllm": 1.6, "ray": 0.6, "actor": 3.9}
+REFERENCE_FLOOR_GIB = 0.9  # a reference model's process: no optimizer, no gradients (not yet measured)
 
 
 def estimate_run_bytes(shape: RunShape) -> int:
@@ -267,7 +269,7 @@ def estimate_run_bytes(shape: RunShape) -> int:
     logits = 4 * shape.train_rows * shape.logit_positions * shape.vocab
     actor = 20 * shape.params + 6 * logits
     vllm = 2 * shape.params + shape.kv_cache_gib * GIB
-    ref = (2 * shape.params + 2 * logits + PROCESS_FLOOR_GIB["actor"] * GIB) if shape.reference else 0
+    ref = (2 * shape.params + 2 * logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
     return int(actor + vllm + ref + sum(PROCESS_FLOOR_GIB.values()) * GIB)
 
 

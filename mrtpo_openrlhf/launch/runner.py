@@ -154,10 +154,11 @@ def cpu_env(
         DS_BUILD_OPS="0",
         MRTPO_CPU="1",
         MRTPO_CPU_KV_CACHE_MB=env.get("MRTPO_CPU_KV_CACHE_MB", "512"),
-        # glibc keeps freed blocks under its sliding mmap threshold (up to 32 MiB) in the heap, fragmented: a
-        # training process held 2.6 GB where 1.4 GB was live. A fixed threshold returns freed tensors at once
-        # (benchmarks/memory.py: the same speed).
-        MALLOC_MMAP_THRESHOLD_=env.get("MALLOC_MMAP_THRESHOLD_", "262144"),  # VLLM_CPU_KVCACHE_SPACE (GiB) wins if set
+        # glibc's sliding mmap threshold fixed at its ceiling (32 MiB): tensors above it (logits, KV) go back to the
+        # system when freed. 256 KiB held 1 GiB less at the peak of the embedded default but made every step ~30%
+        # slower (page faults on each fresh mapping); 32 MiB ran at the speed of glibc's default
+        # (benchmarks/default_memory.py, docs/cpu.md).
+        MALLOC_MMAP_THRESHOLD_=env.get("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20)),
         RAY_USAGE_STATS_ENABLED="0",
         RAY_DEDUP_LOGS="0",
         PYTHONUNBUFFERED="1",

@@ -1,0 +1,65 @@
+"""ZeRO-3 buffer sizes from the model, where upstream leaves them "auto".
+
+OpenRLHF's DeepSpeed configs set ``reduce_bucket_size``, ``stage3_prefetch_bucket_size`` and
+``stage3_param_persistence_threshold`` to "auto", a value only Hugging Face's Trainer integration resolves.
+DeepSpeed itself drops "auto" keys and falls back to sizes chosen for large models: a reduce bucket of 5e8
+elements, allocated whole as the gradient buffer on every rank (1 GB in bf16, 2 GB in fp32, for a 135M model as
+for a 70B one). Here they get the Trainer integration's rule, from the hidden size h: buckets of h^2 and 0.9 h^2
+elements and a persistence threshold of 10 h. On one rank the numbers do not change (the same gradients, in
+smaller buckets); on several ranks reductions run in more, smaller calls, as every Trainer-based run does.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+AUTO_SIZED_KEYS = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold")
+
+
+def zero3_sizes(hidden_size: int) -> dict:
+    """The three sizes, in elements, for a model of hidden size ``hidden_size``."""
+    if hidden_size <= 0:
+        raise ValueError(f"hidden_size must be positive (got {hidden_size})")
+    return {
+        "reduce_bucket_size": hidden_size * hidden_size,
+        "stage3_prefetch_bucket_size": int(0.9 * hidden_size * hidden_size),
+        "stage3_param_persistence_threshold": 10 * hidden_size,
+    }
+
+
+def fill_auto_sizes(config: dict, hidden_size: int) -> dict:
+    """``config`` (a DeepSpeed config) with each of the three keys that is still "auto" set from the hidden size;
+    values the user or another hook set are kept. Changes and returns ``config``."""
+    zero = config.get("zero_optimization")
+    if not isinstance(zero, dict):
+        return config
+    for key, value in zero3_sizes(hidden_size).items():
+        if zero.get(key) == "auto":
+            zero[key] = value
+    return config
+
+
+def model_hidden_size(pretrain: str) -> Optional[int]:
+    """The hidden size in ``pretrain``'s config (the text model's for a multimodal one), None if it has none."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(pretrain, trust_remote_code=True)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    size = getattr(text, "hidden_size", None)
+    return int(size) if isinstance(size, int) and size > 0 else None
+
+
+def size_strategy_buffers(strategy, pretrain: str) -> Optional[int]:
+    """Make this process's ``strategy`` fill the "auto" sizes of its train and eval configs from ``pretrain``'s
+    hidden size (returned; None, and nothing changed, if the model has none)."""
+    hidden = model_hidden_size(pretrain)
+    if hidden is None:
+        return None
+    for name in ("get_ds_train_config", "get_ds_eval_config"):
+        original = getattr(strategy, name)
+
+        def sized(*args, _original=original, **kwargs):
+            return fill_auto_sizes(_original(*args, **kwargs), hidden)
+
+        setattr(strategy, name, sized)  # on the instance: each Ray actor holds its own copy of the strategy
+    return hidden
