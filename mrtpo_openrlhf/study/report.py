@@ -995,9 +995,12 @@ def write_report(
         print(f"[study] not paired: {a} / {b} seed {s}: {why}", file=sys.stderr)
     primary = primary_endpoint(study)
     declared = {(a, b): compare(study, a, b, primary, excluded) for a, b in declared_pairs}
-    live = [(k, p) for k, p in declared.items() if p is not None]
-    for (k, p), adj in zip(live, holm([p.p_signflip for _, p in live])):
-        p.p_holm = adj
+    # the family is every declared comparison: one without runs yet counts as p = 1, so a partial study is never
+    # adjusted over fewer comparisons than were preregistered
+    adjusted = holm([p.p_signflip if p is not None else 1.0 for p in declared.values()])
+    for p, adj in zip(declared.values(), adjusted):
+        if p is not None:
+            p.p_holm = adj
     secondary: dict[str, Paired] = {}
     kinds = (["heldout"] if study.has_heldout else []) + ["auc"]
     for kind in kinds:
@@ -1048,7 +1051,8 @@ def write_report(
         f"Declared comparisons ({source}): {pairs_txt}. Each is A - B paired by seed: the mean, its 95% t-interval, "
         "the within-run noise floor of one seed's difference (docs/study.md), the seed-to-seed sd of the "
         f"difference, the exact two-sided sign-flip p over all 2^n sign patterns, and Holm's adjustment over the "
-        f"{len(live)} declared comparisons. Verdict: A > B (or A < B) when the Holm p is at most {alpha}, else "
+        f"{len(declared)} declared comparisons (one not yet run counts as p = 1). "
+        f"Verdict: A > B (or A < B) when the Holm p is at most {alpha}, else "
         "no difference resolved. No bootstrap below "
         f"{BOOTSTRAP_MIN_SEEDS} seeds.",
         "",

@@ -221,3 +221,21 @@ def test_committed_reports_regenerate_byte_for_byte(tmp_path, name):
     assert main(argv) == 0
     assert (tmp_path / "report.md").read_text() == (folder / "report.md").read_text()
     assert json.loads((tmp_path / "summary.json").read_text()) == json.loads((folder / "summary.json").read_text())
+
+
+def test_a_partial_study_is_adjusted_over_every_declared_comparison(tmp_path):
+    """With mrtpo-joint not yet run, Holm still counts its comparison (as p = 1): the family is the preregistered
+    four, so the three with runs are adjusted as if the fourth were there, never over fewer."""
+    src = make_study(tmp_path / "study", seeds=SEEDS8)
+    for folder in (src / "mrtpo-joint").iterdir():
+        for file in folder.iterdir():
+            file.unlink()
+        folder.rmdir()
+    write_report(src, tmp_path / "out", format_reward="format", threshold=0.6)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    d = summary["declared"]
+    assert d["mrtpo - gdpo"]["p_signflip"] == pytest.approx(2 / 256)
+    # by hand: p-values 2/256 x 3 and 1.0; Holm's step-down gives 4p, then max(4p, 3p), then max(., 2p)
+    assert [d[k]["p_holm"] for k in ("mrtpo - gdpo", "mrtpo - mrtpo-shuffle", "gdpo - grpo")] == pytest.approx(
+        [4 * 2 / 256] * 3
+    )
