@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from mrtpo_openrlhf.launch.memory import MemoryTrace  # noqa: E402
+from mrtpo_openrlhf.launch.runner import owned_pids  # noqa: E402
+from mrtpo_openrlhf.metrics import read_metrics  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 SHAPES = {
@@ -41,26 +43,6 @@ SHAPES = {
         "--max-new-tokens", "160", "--train.micro_batch_size", "4", "--rollout.micro_batch_size", "4",
     ],
 }  # fmt: skip
-
-
-def descendants(root: int) -> list:
-    """Every live process below ``root`` (orphans are reparented to it: it is their subreaper)."""
-    children: dict = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        for pid in children.get(todo.pop(), []):
-            out.append(pid)
-            todo.append(pid)
-    return out
 
 
 def checkout(ref: str, keep: list) -> Path:
@@ -85,13 +67,10 @@ def run_side(root: Path, shape: str, steps: int, out: Path) -> dict:
     t0 = time.time()
     with open(out.parent / f"{out.name}.log", "w") as log:
         proc = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-        with MemoryTrace(None, lambda: descendants(os.getpid())) as trace:
+        # this process group and everything below it: orphans (Ray's daemons) are reparented to this subreaper
+        with MemoryTrace(None, lambda: owned_pids([os.getpgrp()], None)) as trace:
             proc.wait()
-    rows = (
-        [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
-        if (out / "metrics.jsonl").exists()
-        else []
-    )
+    rows = read_metrics(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
     step_times = [r["timing/step_total"] for r in rows[1:] if "timing/step_total" in r]
     last = rows[-1] if rows else {}
     summary = trace.summary()

@@ -13,7 +13,7 @@ from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 from ..core import ReplayRequest, replay_relevance
 from .ranks import inject_replay_failure
-from .zero3_sizes import size_strategy_buffers, zero3_sizes
+from .zero3_sizes import size_strategy_buffers
 
 
 def zero3_partitioned(module: torch.nn.Module) -> tuple[int, int]:
@@ -84,10 +84,7 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
     (``zero3_sizes.py``)."""
 
     def init_model_from_pretrained(self, strategy, pretrain, *args, **kwargs):
-        hidden = size_strategy_buffers(strategy, pretrain)
-        if hidden is not None:
-            sizes = ", ".join(f"{k} {v}" for k, v in zero3_sizes(hidden).items())
-            print(f"[mrtpo] ZeRO-3 buffers from hidden size {hidden}: {sizes}", flush=True)
+        size_strategy_buffers(strategy, pretrain)
         super().init_model_from_pretrained(strategy, pretrain, *args, **kwargs)
         if type(self.actor) is Actor:  # same object, same weights and engine: only forward changes
             self.actor.__class__ = ResponseLogitsActor

@@ -51,10 +51,12 @@ def model_hidden_size(pretrain: str) -> Optional[int]:
 
 def size_strategy_buffers(strategy, pretrain: str) -> Optional[int]:
     """Make this process's ``strategy`` fill the "auto" sizes of its train and eval configs from ``pretrain``'s
-    hidden size (returned; None, and nothing changed, if the model has none)."""
+    hidden size (returned, after one line naming the sizes; None, and nothing changed, if the model has none)."""
     hidden = model_hidden_size(pretrain)
     if hidden is None:
         return None
+    sizes = ", ".join(f"{k} {v}" for k, v in zero3_sizes(hidden).items())
+    print(f"[mrtpo] ZeRO-3 buffers from hidden size {hidden}: {sizes}", flush=True)
     for name in ("get_ds_train_config", "get_ds_eval_config"):
         original = getattr(strategy, name)
 
