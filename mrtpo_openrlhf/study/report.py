@@ -837,7 +837,7 @@ def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, 
     """What the verdicts do not show, computed from this study's numbers."""
     out = []
     ns = sorted({p.n for p in declared.values() if p is not None})
-    m = sum(1 for p in declared.values() if p is not None)
+    m = len(declared)  # Holm's family: every declared comparison, run or not (see the adjustment in write_report)
     if ns:
         n = ns[-1]  # the most seeds any declared comparison has: if these cannot reject, none can
         smallest = 2 / 2**n
