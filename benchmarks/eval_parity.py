@@ -566,7 +566,7 @@ def bfcl_parity(limit: int | None) -> tuple[int, int, dict[str, list[int]], list
     per: dict[str, list[int]] = {}
     cfg = EvalConfig(["bfcl"], workers=1)
     for category in PY_CATEGORIES:
-        for ex in load_benchmark("bfcl", categories=(category,))[:limit]:
+        for ex in load_benchmark("bfcl", options={"bfcl_category": (category,)})[:limit]:
             calls = reference_calls(ex.target["ground_truth"], ex.target["functions"])
             for k, variant in enumerate(_variants(calls)):
                 model_output = [{c.name: c.arguments} for c in variant]
@@ -633,7 +633,7 @@ def spider_parity(src: Path) -> tuple[int, int, dict[str, list[int]], list[str]]
         (Path(tmp) / "dev.json").write_text(json.dumps(items), encoding="utf-8")
         examples = load_benchmark("spider", tmp)
         for keep in (False, True):
-            cfg = EvalConfig(["spider"], workers=1, keep_distinct=keep)
+            cfg = EvalConfig(["spider"], workers=1, options={"keep_distinct": keep})
             ours = score_examples(examples, [Prediction("", pred) for _, pred in SPIDER_CASES], cfg)
             for (gold, pred), rec in zip(SPIDER_CASES, ours):
                 official = (

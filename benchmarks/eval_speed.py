@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from mrtpo_openrlhf.evaluation import EvalConfig, Prediction, load_benchmark, score_examples, summarize
-from mrtpo_openrlhf.tasks.tool.verifier import AST_CATEGORIES, reference_calls, render_calls
+from mrtpo_openrlhf.tasks.tool.verifier import reference_calls, render_calls
 
 SQL_DATA = Path(__file__).resolve().parents[1] / "mrtpo_openrlhf" / "data" / "sql"
 
@@ -84,7 +84,7 @@ def main() -> None:
     cfg = EvalConfig(benchmarks=["bfcl"], predictions=["-"], workers=args.workers)
 
     start = time.perf_counter()
-    bfcl = load_benchmark("bfcl", categories=AST_CATEGORIES)
+    bfcl = load_benchmark("bfcl")
     print(f"BFCL load: {len(bfcl)} items in {time.perf_counter() - start:.2f} s")
     timed("BFCL (all AST categories)", bfcl, bfcl_predictions(bfcl), cfg)
 

@@ -11,9 +11,7 @@ from typing import Sequence
 from mrtpo_openrlhf.data.jsonl import DatasetError
 from mrtpo_openrlhf.evaluation.generation import DTYPES, GenerationConfig
 from mrtpo_openrlhf.evaluation.runner import EvalConfig, run_evaluation
-from mrtpo_openrlhf.tasks import BENCHMARKS
-from mrtpo_openrlhf.tasks.sql.benchmarks import BIRD_TIMEOUT_S, SPIDER_TIMEOUT_S
-from mrtpo_openrlhf.tasks.tool.verifier import AST_CATEGORIES
+from mrtpo_openrlhf.tasks import BENCHMARKS, benchmark_options
 
 
 def parse_data_dirs(specs: Sequence[str], benchmarks: Sequence[str]) -> dict[str, str]:
@@ -86,17 +84,38 @@ def build_parser() -> argparse.ArgumentParser:
         choices=DTYPES,
         help="model dtype; auto = bf16 on a GPU (fp16 where it has no bf16), fp32 on the CPU",
     )
-    p.add_argument(
-        "--bfcl-category",
-        action="append",
-        choices=AST_CATEGORIES,
-        help="BFCL categories to run (default: all AST categories)",
-    )
-    p.add_argument("--spider-timeout", type=float, default=SPIDER_TIMEOUT_S)
-    p.add_argument("--bird-timeout", type=float, default=BIRD_TIMEOUT_S)
-    p.add_argument("--keep-distinct", action="store_true", help="Spider: do not remove DISTINCT (official flag)")
     p.add_argument("--workers", type=int, default=4, help="threads for SQL scoring")
+    add_benchmark_options(p)
     return p
+
+
+def add_benchmark_options(p: argparse.ArgumentParser) -> None:
+    """Each registered benchmark's own flags (``Benchmark.options``), in a help section per benchmark; a flag that
+    several benchmarks share appears once. Not given, a flag stays None (its declared default applies later)."""
+    added: set[str] = set()
+    for bench in BENCHMARKS.values():
+        options = [o for o in bench.options if o.flag not in added]
+        if not options:
+            continue
+        group = p.add_argument_group(f"{bench.name} options")
+        for option in options:
+            kwargs: dict = {"dest": option.dest, "default": None}
+            if option.action == "store_true":
+                kwargs["action"] = "store_true"
+            else:
+                kwargs.update(action=option.action or "store", type=option.type, choices=option.choices)
+            shown = "all" if option.choices and option.default == option.choices else option.default
+            help_text = f"{option.help} (default: {shown})" if option.action != "store_true" else option.help
+            try:
+                group.add_argument(option.flag, help=help_text, **kwargs)
+            except argparse.ArgumentError as exc:
+                raise ValueError(f"benchmark {bench.name!r}: option {option.flag} clashes with eval's own") from exc
+            added.add(option.flag)
+
+
+def benchmark_option_values(args: argparse.Namespace) -> dict:
+    """The benchmark flags the user gave ({dest: value}); the others keep their declared defaults."""
+    return {dest: getattr(args, dest) for dest in benchmark_options() if getattr(args, dest, None) is not None}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,10 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 backend=args.backend,
                 dtype=args.dtype,
             ),
-            bfcl_categories=tuple(args.bfcl_category or AST_CATEGORIES),
-            spider_timeout_s=args.spider_timeout,
-            bird_timeout_s=args.bird_timeout,
-            keep_distinct=args.keep_distinct,
+            options=benchmark_option_values(args),
             workers=args.workers,
             overwrite=args.overwrite,
         )

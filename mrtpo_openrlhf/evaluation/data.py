@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping
 
 from mrtpo_openrlhf.data.jsonl import DatasetError
 from mrtpo_openrlhf.tasks import BENCHMARKS, get_benchmark
@@ -64,13 +64,13 @@ def _require(row: dict, where: str, fields: dict[str, type], layout: str) -> Non
 
 
 def load_benchmark(
-    benchmark: str, data_dir: str | Path | None = None, categories: Sequence[str] | None = None
+    benchmark: str, data_dir: str | Path | None = None, options: Mapping[str, Any] | None = None
 ) -> list[EvalExample]:
     """All examples of one benchmark, in file order; raises EvalDataError naming the expected layout.
-    ``categories`` (``--bfcl-category``) reaches the loader when given."""
+    ``options`` ({dest: value}, ``EvalConfig.options``) gives the loader's declared options (``--bfcl-category``);
+    the others take their defaults."""
     entry = get_benchmark(benchmark)  # ValueError listing the benchmarks for an unknown name
-    options = {} if categories is None else {"categories": tuple(categories)}
-    examples = entry.function("loader")(entry.data_dir(data_dir), **options)
+    examples = entry.function("loader")(entry.data_dir(data_dir), **entry.arguments("loader", options or {}))
     seen: set[str] = set()
     for ex in examples:
         if ex.id in seen:

@@ -29,9 +29,7 @@ from tqdm import tqdm
 
 from mrtpo_openrlhf.data.jsonl import new_file_mode, write_jsonl
 from mrtpo_openrlhf.paths import REPO_ROOT
-from mrtpo_openrlhf.tasks import get_benchmark
-from mrtpo_openrlhf.tasks.sql.benchmarks import BIRD_TIMEOUT_S, SPIDER_TIMEOUT_S
-from mrtpo_openrlhf.tasks.tool.verifier import AST_CATEGORIES
+from mrtpo_openrlhf.tasks import benchmark_options, get_benchmark
 
 from .data import EvalExample, load_benchmark
 from .generation import GenerationConfig, Generator
@@ -63,10 +61,8 @@ class EvalConfig:
     out: str | None = None
     limit: int | None = None
     generation: GenerationConfig = GenerationConfig()
-    bfcl_categories: Sequence[str] = AST_CATEGORIES
-    spider_timeout_s: float = SPIDER_TIMEOUT_S
-    bird_timeout_s: float = BIRD_TIMEOUT_S
-    keep_distinct: bool = False
+    # the benchmarks' declared options by dest ({"spider_timeout": 10.0}; ``tasks.BenchmarkOption``); absent = default
+    options: dict[str, Any] = field(default_factory=dict)
     workers: int = 4  # SQL scoring threads (SQLite releases the GIL)
     overwrite: bool = False  # replace the results an existing --out folder holds
 
@@ -98,8 +94,7 @@ def score_examples(
 
     def one(job: tuple[EvalExample, Prediction | None, int, int]) -> dict[str, Any]:
         ex, pred, index, n = job
-        make_options = get_benchmark(ex.benchmark).function("options")
-        options: dict[str, Any] = make_options(cfg) if make_options is not None else {}
+        options = get_benchmark(ex.benchmark).arguments("scorer", cfg.options)
         if pred is None:
             record = {**score_one(ex, "", None, **options), "verdict": False, "reason": NO_PREDICTION}
             if "unsupported" in record:  # nothing was scored, so nothing was unsupported
@@ -358,10 +353,13 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
         raise ValueError("no benchmark requested")
     if (cfg.model is None) == (not cfg.predictions):
         raise ValueError("give exactly one of a model (--model) or predictions (--predictions)")
+    unknown = sorted(set(cfg.options) - set(benchmark_options()))
+    if unknown:
+        raise ValueError(f"unknown benchmark option(s) {unknown}; known: {', '.join(benchmark_options())}")
     out_dir = prepare_out_dir(cfg.out, cfg.overwrite)  # before anything slow
     generator = Generator(cfg.model, cfg.generation) if cfg.model else None  # a bad --model fails here
     benchmarks = list(dict.fromkeys(cfg.benchmarks))
-    examples = {b: load_benchmark(b, cfg.data_dirs.get(b), tuple(cfg.bfcl_categories)) for b in benchmarks}
+    examples = {b: load_benchmark(b, cfg.data_dirs.get(b), cfg.options) for b in benchmarks}
     predictions = read_predictions(cfg.predictions, examples) if cfg.predictions else None
     if cfg.limit is not None:
         examples = {b: limit_examples(exs, cfg.limit) for b, exs in examples.items()}
@@ -407,6 +405,14 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
         "predictions": list(cfg.predictions),
         "limit": cfg.limit,
         "data_dirs": cfg.data_dirs,
+        # what each benchmark's loader and scorer were given, defaults included
+        "options": {
+            b: {
+                **get_benchmark(b).arguments("loader", cfg.options),
+                **get_benchmark(b).arguments("scorer", cfg.options),
+            }
+            for b in benchmarks
+        },
         "generation": vars(cfg.generation) if cfg.model else None,
         **(generator.record() if generator else {"backend": None, "device": None, "dtype": None, "model_path": None}),
         "versions": package_versions(),

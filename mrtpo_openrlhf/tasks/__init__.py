@@ -17,7 +17,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal, Mapping
 
 from ..paths import DATA_DIR, PACKAGE_ROOT, REPO_ROOT  # noqa: F401 - re-exported for task modules
 
@@ -25,6 +25,47 @@ from ..paths import DATA_DIR, PACKAGE_ROOT, REPO_ROOT  # noqa: F401 - re-exporte
 THINK_TAGS = r"</?think>"
 CODE_FENCES = r"```[A-Za-z0-9_+-]*"
 TOOL_CALL_TAGS = r"</?tool_call>"
+
+
+@dataclass(frozen=True)
+class BenchmarkOption:
+    """A command-line option of one benchmark (``python eval/run.py --<flag>``), handed to its loader or scorer as
+    the keyword argument ``keyword``. Eval's parser and ``EvalConfig.options`` are built from these, so eval itself
+    has no per-benchmark fields. Benchmarks may share a flag only with the same declaration (SQL's ``--workers`` is
+    eval's own, not one of these).
+
+    flag: ``--spider-timeout``; its value is ``EvalConfig.options[dest]`` (``spider_timeout``).
+    keyword: the loader's or scorer's argument (``timeout_s``).
+    default: the value when the flag is not given.
+    to: ``scorer`` or ``loader``.
+    type / choices / action: as argparse's (``action``: ``store_true`` or ``append``; an appended list is a tuple).
+    """
+
+    flag: str
+    keyword: str
+    default: Any = None
+    help: str = ""
+    to: Literal["scorer", "loader"] = "scorer"
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    action: Literal["store_true", "append"] | None = None
+
+    def __post_init__(self):
+        if not self.flag.startswith("--") or len(self.flag) < 3:
+            raise ValueError(f"benchmark option {self.flag!r}: a flag is written --name")
+        if self.to not in ("scorer", "loader"):
+            raise ValueError(f"benchmark option {self.flag}: to must be 'scorer' or 'loader', got {self.to!r}")
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+    def value(self, given: Mapping[str, Any]) -> Any:
+        """The option's value in ``given`` ({dest: value}); absent or None: ``default``."""
+        value = given.get(self.dest)
+        if value is None:
+            return self.default
+        return tuple(value) if self.action == "append" else value
 
 
 @dataclass(frozen=True)
@@ -37,7 +78,8 @@ class Benchmark:
     summarizer: ``(records) -> summary``: the official aggregate numbers.
     columns: ``(summary) -> [(column, summary key)]``: what the benchmark adds to the combined table.
     default_data: the bundled mini fixture (relative to ``mrtpo_openrlhf/data``); None: the loader finds its data.
-    options: ``(EvalConfig) -> dict``: the scorer's options (timeouts...); None: none.
+    options: its ``BenchmarkOption``s (timeouts, categories...): flags of eval's CLI, arguments of its loader or
+        scorer.
     answer_field: a predictions row may give the already extracted answer under this key (SQL: ``sql``).
     keyed_by_prompt: predictions rows may name their example by ``prompt`` instead of ``id`` (IFEval's files).
     threaded: scoring may run in threads (``--workers``; the SQL verifier waits on its worker processes).
@@ -55,7 +97,7 @@ class Benchmark:
     summarizer: str = "summarize"
     columns: str = "columns"
     default_data: str | None = None
-    options: str | None = None
+    options: tuple[BenchmarkOption, ...] = ()
     answer_field: str | None = None
     keyed_by_prompt: bool = False
     threaded: bool = False
@@ -74,6 +116,11 @@ class Benchmark:
         if not callable(func):
             raise AttributeError(f"benchmark {self.name!r}: {self.module} has no function {attr!r} ({field})")
         return func
+
+    def arguments(self, to: Literal["scorer", "loader"], given: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments of the loader or the scorer: each declared option's value in ``given``
+        ({dest: value}, e.g. ``EvalConfig.options``), its default where not given."""
+        return {o.keyword: o.value(given) for o in self.options if o.to == to}
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         """The function ``name`` of the ``predictions`` module (None when there is none)."""
@@ -188,6 +235,15 @@ def register(task: Task) -> Task:
         if name in BENCHMARKS or names.count(name) > 1:
             owner = BENCHMARKS[name].task if name in BENCHMARKS else task.name
             raise ValueError(f"task {task.name!r}: benchmark {name!r} is already registered (task {owner!r})")
+    declared = {o.flag: (b.name, o) for b in BENCHMARKS.values() for o in b.options}
+    for bench in task.benchmarks:
+        for option in bench.options:
+            first = declared.setdefault(option.flag, (bench.name, option))
+            if first[1] != option:
+                raise ValueError(
+                    f"task {task.name!r}: benchmark {bench.name!r} declares {option.flag} unlike benchmark "
+                    f"{first[0]!r} (a shared flag needs one declaration)"
+                )
     task = replace(task, benchmarks=tuple(replace(b, task=task.name) for b in task.benchmarks))
     TASKS[task.name] = task
     BENCHMARKS.update((b.name, b) for b in task.benchmarks)
@@ -199,6 +255,11 @@ def unregister(name: str) -> None:
     task = TASKS.pop(name, None)
     for bench in task.benchmarks if task is not None else ():
         BENCHMARKS.pop(bench.name, None)
+
+
+def benchmark_options() -> dict[str, BenchmarkOption]:
+    """Every registered benchmark option by ``dest``, once each (shared flags are declared alike)."""
+    return {o.dest: o for b in BENCHMARKS.values() for o in b.options}
 
 
 def get_benchmark(name: str) -> Benchmark:

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 
@@ -17,10 +18,10 @@ from mrtpo_openrlhf.cli import preflight
 from mrtpo_openrlhf.cli.evaluate import build_parser
 from mrtpo_openrlhf.cli.evaluate import main as eval_main
 from mrtpo_openrlhf.data.jsonl import read_jsonl, write_jsonl
-from mrtpo_openrlhf.evaluation import load_benchmark
+from mrtpo_openrlhf.evaluation import EvalConfig, load_benchmark, run_evaluation
 
 INIT = """
-from mrtpo_openrlhf.tasks import Benchmark, Task
+from mrtpo_openrlhf.tasks import Benchmark, BenchmarkOption, Task
 
 TASK = Task(
     name="toyqa",
@@ -30,7 +31,18 @@ TASK = Task(
     prompt_builder="build_prompt",
     format_tags=(r"</?answer>",),
     unearnable="unearnable_rewards",
-    benchmarks=(Benchmark("toyqa_bench", module="toyqa_task.benchmarks", default_data={bench_dir!r}),),
+    benchmarks=(
+        Benchmark(
+            "toyqa_bench",
+            module="toyqa_task.benchmarks",
+            default_data={bench_dir!r},
+            options=(
+                BenchmarkOption("--toyqa-fold-case", "fold_case", False, "compare answers case-blind",
+                                action="store_true"),
+                BenchmarkOption("--toyqa-first", "first", None, "only the first N questions", to="loader", type=int),
+            ),
+        ),
+    ),
 )
 """
 # absolute imports only: OpenRLHF loads this file by its path, outside any package
@@ -77,15 +89,16 @@ from mrtpo_openrlhf.evaluation.data import EvalExample
 from .reward import build_prompt
 
 
-def load(data_dir, **_options):
+def load(data_dir, first=None):
     return [
         EvalExample(str(r["id"]), "toyqa_bench", build_prompt(r["question"]), {"answer": r["answer"]})
         for r in read_jsonl(data_dir / "qa.jsonl")
-    ]
+    ][:first]
 
 
-def score(example, response, answer=None):
-    ok = f"<answer>{example.target['answer']}</answer>" in (response or "")
+def score(example, response, answer=None, fold_case=False):
+    fold = str.lower if fold_case else str
+    ok = fold(f"<answer>{example.target['answer']}</answer>") in fold(response or "")
     return {"answer": response, "verdict": ok, "reason": "" if ok else "wrong answer"}
 
 
@@ -96,7 +109,7 @@ def summarize(records):
 def columns(summary):
     return [("Toy QA", "accuracy")]
 """
-QA = [("q1", "What is 2 + 2?", "4"), ("q2", "What is 3 + 4?", "7"), ("q3", "What is 1 + 1?", "2")]
+QA = [("q1", "What is 2 + 2?", "4"), ("q2", "What is 3 + 4?", "7"), ("q3", "Which letter follows a?", "B")]
 
 
 @pytest.fixture
@@ -217,3 +230,55 @@ def test_eval_reads_the_benchmark_from_the_registry(toy, tmp_path, capsys):
         ("q3", False, "no prediction"),
     ]
     assert "Toy QA" in capsys.readouterr().out
+
+
+def test_a_benchmark_option_reaches_the_cli_the_loader_the_scorer_and_the_record(toy, tmp_path, capsys):
+    """Declared with the benchmark (``Benchmark.options``), a flag is in eval's parser and help, reaches the
+    loader or the scorer as its keyword, and the summary records the value each was given."""
+    parser = build_parser()
+    assert "toyqa_bench options" in parser.format_help() and "--toyqa-fold-case" in parser.format_help()
+    preds = tmp_path / "preds.jsonl"
+    write_jsonl(preds, [{"id": "q1", "response": "<answer>4</answer>"}, {"id": "q3", "response": "<ANSWER>b</ANSWER>"}])
+    first_two = tmp_path / "first_two.jsonl"  # a prediction for a question the loader leaves out is refused
+    write_jsonl(first_two, [{"id": "q1", "response": "<answer>4</answer>"}])
+    verdicts = {}
+    for flags in ([], ["--toyqa-fold-case"], ["--toyqa-first", "2"]):
+        out = tmp_path / f"out{len(verdicts)}"
+        given = first_two if "--toyqa-first" in flags else preds
+        args = ["--benchmark", "toyqa_bench", "--predictions", str(given), "--out", str(out), *flags]
+        assert eval_main(args) == 0
+        records = read_jsonl(out / "toyqa_bench.records.jsonl")
+        verdicts[" ".join(flags)] = [(r["id"], r["verdict"]) for r in records]
+        options = json.loads((out / "summary.json").read_text())["meta"]["options"]["toyqa_bench"]
+        assert options == {"first": 2 if "--toyqa-first" in flags else None, "fold_case": "--toyqa-fold-case" in flags}
+    assert verdicts == {
+        "": [("q1", True), ("q2", False), ("q3", False)],
+        "--toyqa-fold-case": [("q1", True), ("q2", False), ("q3", True)],
+        "--toyqa-first 2": [("q1", True), ("q2", False)],
+    }
+    # an option no benchmark declares is refused before anything runs (the Python API; argparse refuses the flag)
+    with pytest.raises(ValueError, match=r"unknown benchmark option\(s\) \['toyqa_fold'\]"):
+        run_evaluation(EvalConfig(["toyqa_bench"], predictions=[str(preds)], options={"toyqa_fold": True}))
+
+
+def test_benchmark_options_that_clash_are_refused(toy):
+    same_flag = tasks.BenchmarkOption("--toyqa-fold-case", "fold", True)  # declared otherwise than toyqa_bench's
+    clash = tasks.Task(
+        name="toyqa4",
+        reward_module="toyqa_task.reward",
+        train_data="-",
+        label_keys=("answer4",),
+        benchmarks=(tasks.Benchmark("toyqa_bench4", module="toyqa_task.benchmarks", options=(same_flag,)),),
+    )
+    with pytest.raises(ValueError, match="declares --toyqa-fold-case unlike benchmark 'toyqa_bench'"):
+        tasks.register(clash)
+    assert "toyqa4" not in tasks.TASKS
+    own = tasks.BenchmarkOption("--workers", "workers", 1)  # eval's own flag
+    tasks.register(replace(clash, name="toyqa5", benchmarks=(tasks.Benchmark("b5", module="m", options=(own,)),)))
+    try:
+        with pytest.raises(ValueError, match="benchmark 'b5': option --workers clashes with eval's own"):
+            build_parser()
+    finally:
+        tasks.unregister("toyqa5")
+    with pytest.raises(ValueError, match="a flag is written --name"):
+        tasks.BenchmarkOption("workers", "workers")

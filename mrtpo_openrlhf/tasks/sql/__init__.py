@@ -1,7 +1,10 @@
 """Text-to-SQL: rewards format, executable, execution (``reward.py``), the SQLite verifier (``verifier/``), the
 Spider and BIRD benchmarks (``benchmarks.py``)."""
 
-from mrtpo_openrlhf.tasks import CODE_FENCES, THINK_TAGS, Benchmark, Task
+from mrtpo_openrlhf.tasks import CODE_FENCES, THINK_TAGS, Benchmark, BenchmarkOption, Task
+
+SPIDER_TIMEOUT_S = 60.0  # exec_eval.py TIMEOUT (there it never fires; here the sandbox really stops the query)
+BIRD_TIMEOUT_S = 30.0  # BIRD evaluation.py meta_time_out
 
 _SQL_BENCHMARK = dict(
     module="mrtpo_openrlhf.tasks.sql.benchmarks",
@@ -26,7 +29,16 @@ TASK = Task(
             loader="load_spider",
             scorer="score_spider",
             columns="spider_columns",
-            options="spider_options",
+            options=(
+                BenchmarkOption("--spider-timeout", "timeout_s", SPIDER_TIMEOUT_S, "seconds per query", type=float),
+                BenchmarkOption(
+                    "--keep-distinct",
+                    "keep_distinct",
+                    False,
+                    "do not remove DISTINCT (the official flag)",
+                    action="store_true",
+                ),
+            ),
             default_data="sql",
             **_SQL_BENCHMARK,
         ),
@@ -35,7 +47,11 @@ TASK = Task(
             loader="load_bird",
             scorer="score_bird",
             columns="bird_columns",
-            options="bird_options",
+            options=(
+                BenchmarkOption(
+                    "--bird-timeout", "timeout_s", BIRD_TIMEOUT_S, "seconds for pred and gold together", type=float
+                ),
+            ),
             default_data="sql/bird",
             **_SQL_BENCHMARK,
         ),

@@ -33,6 +33,7 @@ from mrtpo_openrlhf.data.jsonl import DatasetError
 from mrtpo_openrlhf.evaluation.data import EvalDataError, EvalExample, _expect, _load_json_list, _require
 from mrtpo_openrlhf.evaluation.predictions import Prediction
 from mrtpo_openrlhf.evaluation.scoring import _accuracy_by, _decisions, _flat, _n_examples, rate
+from mrtpo_openrlhf.tasks.sql import BIRD_TIMEOUT_S, SPIDER_TIMEOUT_S
 from mrtpo_openrlhf.tasks.sql.reward import build_prompt
 from mrtpo_openrlhf.tasks.sql.verifier import (
     GoldResultCache,
@@ -45,8 +46,6 @@ from mrtpo_openrlhf.tasks.sql.verifier import (
     split_statements,
 )
 
-SPIDER_TIMEOUT_S = 60.0  # exec_eval.py TIMEOUT (there it never fires; here the sandbox really stops the query)
-BIRD_TIMEOUT_S = 30.0  # BIRD evaluation.py meta_time_out
 EVAL_MAX_ROWS = 1_000_000  # the official scripts fetch everything; past this cap the example counts as wrong
 GOLD_CACHE = GoldResultCache(maxsize=8192)
 BIRD_SEPARATOR = "\t----- bird -----\t"
@@ -205,16 +204,6 @@ def score_bird(
     if not bird_set_match(pred.rows, gold.rows):
         return {**record, "verdict": False, "reason": "result set differs from the gold"}
     return {**record, "verdict": True, "reason": ""}
-
-
-def spider_options(cfg: Any) -> dict[str, Any]:
-    """The scorer's options from an ``EvalConfig`` (``--spider-timeout``, ``--keep-distinct``)."""
-    return {"timeout_s": cfg.spider_timeout_s, "keep_distinct": cfg.keep_distinct}
-
-
-def bird_options(cfg: Any) -> dict[str, Any]:
-    """The scorer's options from an ``EvalConfig`` (``--bird-timeout``)."""
-    return {"timeout_s": cfg.bird_timeout_s}
 
 
 # ----------------------------------------------------------------------------------------------- summary

@@ -1,7 +1,24 @@
 """Tool calling: rewards format, correctness (``reward.py``), the BFCL AST matcher (``verifier/``) and the BFCL
 benchmark (``benchmarks.py``)."""
 
-from mrtpo_openrlhf.tasks import THINK_TAGS, TOOL_CALL_TAGS, Benchmark, Task
+from mrtpo_openrlhf.tasks import THINK_TAGS, TOOL_CALL_TAGS, Benchmark, BenchmarkOption, Task
+
+# The single-turn categories the AST matcher scores (multi-turn, web search, memory are not AST).
+AST_CATEGORIES = (
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "irrelevance",
+    "live_irrelevance",
+    "live_relevance",
+)
 
 TASK = Task(
     name="tool",
@@ -18,6 +35,17 @@ TASK = Task(
             official_files="bfcl_score_files",
             group="category",
             coverage_note="; BFCL categories without any are left out",
+            options=(
+                BenchmarkOption(
+                    "--bfcl-category",
+                    "categories",
+                    default=AST_CATEGORIES,
+                    help="an AST category to run, repeatable",
+                    to="loader",
+                    choices=AST_CATEGORIES,
+                    action="append",
+                ),
+            ),
         ),
     ),
     span_kinds=("tags", "tool_arguments"),

@@ -14,24 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl
+from mrtpo_openrlhf.tasks.tool import AST_CATEGORIES  # noqa: F401 - declared with the benchmark
 
-# The single-turn categories the AST matcher scores (multi-turn, web search, memory are not AST).
 BFCL_VERSION_PREFIX = "BFCL_v4"  # bfcl_eval constants.category_mapping.VERSION_PREFIX: data and score files
-AST_CATEGORIES = (
-    "simple_python",
-    "simple_java",
-    "simple_javascript",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "live_simple",
-    "live_multiple",
-    "live_parallel",
-    "live_parallel_multiple",
-    "irrelevance",
-    "live_irrelevance",
-    "live_relevance",
-)
 # Categories without a possible-answer file: they only test whether the model calls at all.
 NO_ANSWER_CATEGORIES = ("irrelevance", "live_irrelevance", "live_relevance")
 
