@@ -4,7 +4,7 @@
 the driver never needs a GPU (Ray runs a submitted job's entrypoint on the head, which may have none). The device
 check therefore counts the cluster's GPUs (``ray.cluster_resources()``) against what the flags place
 (``gpus_needed``), right after upstream's own ``ray.init``. That ``ray.init``'s runtime env also gets the MRTPO
-variables the driver was given (``FORWARDED_ENV``): Ray workers inherit the raylet's environment, not the driver's,
+variables the driver was given (``forwarded_env``): Ray workers inherit the raylet's environment, not the driver's,
 so on a cluster started beforehand (``ray start``, no ``ray job submit``) the trainer would not see
 ``MRTPO_METRICS_JSONL`` and write no metrics.
 """
@@ -18,15 +18,16 @@ import sys
 from typing import Any, Callable, Mapping
 
 from ..metrics import ENV_VAR as METRICS_ENV
-from ..rewards.env import VERIFIER_ENV_VARS
-from ..tasks.sql.reward import DB_ROOT_ENV
+from ..rewards.env import verifier_env_vars, verifier_path_env_vars
 from .experience_maker import DUMP_ENV
 
-# Read by the trainer actor or inside the rollout (reward) processes; paths are made absolute (a worker's working
-# directory is not the driver's).
-FORWARDED_ENV = (METRICS_ENV, DUMP_ENV, *VERIFIER_ENV_VARS)
-FORWARDED_PATHS = (METRICS_ENV, DUMP_ENV, DB_ROOT_ENV)
 SKIP_CHECK_ENV = "MRTPO_SKIP_GPU_CHECK"  # an autoscaling cluster adds GPU nodes only once the job asks for them
+
+
+def forwarded_env() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(names, path names): what the trainer actor or the rollout (reward) processes read; the paths are made
+    absolute (a worker's working directory is not the driver's). The verifiers' come from the task registry."""
+    return (METRICS_ENV, DUMP_ENV, *verifier_env_vars()), (METRICS_ENV, DUMP_ENV, *verifier_path_env_vars())
 
 
 def _group(flat: Any, prefix: str) -> int:
@@ -86,17 +87,18 @@ def cluster_address() -> str | None:
 
 
 def with_forwarded_env(runtime_env: Mapping[str, Any] | None, environ: Mapping[str, str]) -> dict[str, Any]:
-    """``runtime_env`` with the ``FORWARDED_ENV`` variables set in ``environ`` added to its ``env_vars`` (a value the
+    """``runtime_env`` with the ``forwarded_env`` variables set in ``environ`` added to its ``env_vars`` (a value the
     runtime env already has is kept, and so is one the submitted job's runtime env sets: Ray refuses a key twice);
     relative paths made absolute against this process's directory."""
     env = dict(runtime_env or {})
     env_vars = dict(env.get("env_vars") or {})
     job = json.loads(environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
     taken = set((job.get("runtime_env") or {}).get("env_vars") or {})
-    for name in FORWARDED_ENV:
+    names, paths = forwarded_env()
+    for name in names:
         value = environ.get(name)
         if value and name not in env_vars and name not in taken:
-            env_vars[name] = os.path.abspath(value) if name in FORWARDED_PATHS else value
+            env_vars[name] = os.path.abspath(value) if name in paths else value
     if env_vars:
         env["env_vars"] = env_vars
     return env

@@ -16,18 +16,28 @@ import os
 import sys
 from typing import Mapping
 
-from mrtpo_openrlhf.tasks.sql.reward import DB_ROOT_ENV, MAX_ROWS_ENV, TIMEOUT_ENV
-from mrtpo_openrlhf.tasks.sql.verifier.pool import WORKERS_ENV
+from mrtpo_openrlhf.tasks import TASKS
 from mrtpo_openrlhf.verifiers.response import MAX_RESPONSE_CHARS_ENV
 
-VERIFIER_ENV_VARS = (TIMEOUT_ENV, MAX_ROWS_ENV, DB_ROOT_ENV, WORKERS_ENV, MAX_RESPONSE_CHARS_ENV)
+
+def verifier_env_vars() -> tuple[str, ...]:
+    """Every variable a reward or verifier reads: the shared response cap, then each registered task's
+    ``env_vars``."""
+    return tuple(dict.fromkeys((MAX_RESPONSE_CHARS_ENV, *(name for t in TASKS.values() for name in t.env_vars))))
+
+
+def verifier_path_env_vars() -> tuple[str, ...]:
+    """The ones that hold paths (each task's ``path_env_vars``)."""
+    return tuple(dict.fromkeys(name for t in TASKS.values() for name in t.path_env_vars))
+
+
 # What a submitted job must not ship from the submitter's checkout.
 JOB_EXCLUDES = [".venv", ".cache", "runs", ".git"]
 
 
 def verifier_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The verifier variables set in ``environ``."""
-    return {name: environ[name] for name in VERIFIER_ENV_VARS if name in environ}
+    return {name: environ[name] for name in verifier_env_vars() if name in environ}
 
 
 def job_runtime_env(working_dir: str, extra: Mapping[str, str] = (), environ: Mapping[str, str] = os.environ) -> dict:

@@ -159,6 +159,9 @@ class Task:
         the training pre-flight parses every row's label with it.
     unearnable: function ``(label) -> [(reward name, reason)]``: the rewards no response can earn under that label
         (a missing database, a constraint that cannot be checked); the pre-flight stops on them.
+    env_vars: the environment variables its reward and verifier read (limits, a data root); the launcher forwards
+        them to every Ray worker (``rewards/env.py``), since rewards run wherever Ray placed the vLLM engines.
+    path_env_vars: those of ``env_vars`` that hold paths: made absolute before they are forwarded.
     """
 
     name: str
@@ -178,6 +181,8 @@ class Task:
     command: str | None = None
     label_parser: str = "parse_label"
     unearnable: str | None = None
+    env_vars: tuple[str, ...] = ()
+    path_env_vars: tuple[str, ...] = ()
 
     def module(self) -> Any:
         return importlib.import_module(self.reward_module)
@@ -226,6 +231,9 @@ def register(task: Task) -> Task:
         raise ValueError(f"task {task.name!r} is already registered")
     if not task.label_keys:
         raise ValueError(f"task {task.name!r}: label_keys must name at least one label field")
+    stray = sorted(set(task.path_env_vars) - set(task.env_vars))
+    if stray:
+        raise ValueError(f"task {task.name!r}: path_env_vars {stray} are not among its env_vars")
     for other in TASKS.values():
         shared = sorted(set(task.label_keys) & set(other.label_keys))
         if shared:

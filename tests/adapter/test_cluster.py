@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from test_args import BASE, parse_upstream
 
-from mrtpo_openrlhf.adapter.cluster import FORWARDED_ENV, gpus_needed, shortage, with_forwarded_env
+from mrtpo_openrlhf.adapter.cluster import forwarded_env, gpus_needed, shortage, with_forwarded_env
 
 
 def flat(monkeypatch, *extra):
@@ -65,7 +65,8 @@ def test_forwarded_variables_join_upstream_runtime_env(tmp_path, monkeypatch):
     submitted = with_forwarded_env({"env_vars": {"MRTPO_METRICS_JSONL": "/shared/m.jsonl"}}, environ)
     assert submitted["env_vars"]["MRTPO_METRICS_JSONL"] == "/shared/m.jsonl"
     assert with_forwarded_env(None, {}) == {}
-    assert "MRTPO_METRICS_JSONL" in FORWARDED_ENV and "MRTPO_SQL_DB_ROOT" in FORWARDED_ENV
+    names, paths = forwarded_env()
+    assert "MRTPO_METRICS_JSONL" in names and "MRTPO_SQL_DB_ROOT" in names and "MRTPO_SQL_DB_ROOT" in paths
 
 
 @pytest.mark.parametrize("value", ["", None])

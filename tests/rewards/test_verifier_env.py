@@ -9,7 +9,7 @@ from pathlib import Path
 import ray
 
 from mrtpo_openrlhf.adapter.cluster import hook_ray_init
-from mrtpo_openrlhf.rewards.env import VERIFIER_ENV_VARS, main
+from mrtpo_openrlhf.rewards.env import main, verifier_env_vars
 
 PKG = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf"
 
@@ -19,7 +19,7 @@ def test_every_variable_the_verifiers_read_is_forwarded():
     for folder in ("rewards", "verifiers", "tasks"):
         for path in (PKG / folder).rglob("*.py"):
             names |= set(re.findall(r"[\"'](MRTPO_[A-Z0-9_]+)[\"']", path.read_text(encoding="utf-8")))
-    assert names and names == set(VERIFIER_ENV_VARS)
+    assert names and names == set(verifier_env_vars())
 
 
 def test_cli_adds_them_to_upstreams_ray_init(monkeypatch):
@@ -45,7 +45,7 @@ def test_cli_adds_them_to_upstreams_ray_init(monkeypatch):
 
 def test_job_runtime_env_command(capsys, monkeypatch):
     monkeypatch.setenv("MRTPO_SQL_MAX_ROWS", "500")
-    for name in set(VERIFIER_ENV_VARS) - {"MRTPO_SQL_MAX_ROWS"}:
+    for name in set(verifier_env_vars()) - {"MRTPO_SQL_MAX_ROWS"}:
         monkeypatch.delenv(name, raising=False)
     assert main(["--working-dir", "/repo", "--env", "MRTPO_METRICS_JSONL=/shared/m.jsonl"]) == 0
     out = json.loads(capsys.readouterr().out)

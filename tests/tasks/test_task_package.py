@@ -31,6 +31,8 @@ TASK = Task(
     prompt_builder="build_prompt",
     format_tags=(r"</?answer>",),
     unearnable="unearnable_rewards",
+    env_vars=("TOYQA_ANSWER_ROOT", "TOYQA_STRICT"),
+    path_env_vars=("TOYQA_ANSWER_ROOT",),
     benchmarks=(
         Benchmark(
             "toyqa_bench",
@@ -282,3 +284,23 @@ def test_benchmark_options_that_clash_are_refused(toy):
         tasks.unregister("toyqa5")
     with pytest.raises(ValueError, match="a flag is written --name"):
         tasks.BenchmarkOption("workers", "workers")
+
+
+def test_the_tasks_environment_variables_reach_every_ray_worker(toy, tmp_path, monkeypatch, capsys):
+    """A task's ``env_vars`` join the runtime env of upstream's ``ray.init`` (paths made absolute) and the submitted
+    job's (``python -m mrtpo_openrlhf.rewards.env``), as the built-in tasks' do."""
+    from mrtpo_openrlhf.adapter.cluster import with_forwarded_env
+    from mrtpo_openrlhf.rewards import env
+
+    monkeypatch.chdir(tmp_path)
+    environ = {"TOYQA_ANSWER_ROOT": "answers", "TOYQA_STRICT": "1", "TOYQA_OTHER": "x"}
+    assert with_forwarded_env({}, environ)["env_vars"] == {
+        "TOYQA_ANSWER_ROOT": str(tmp_path / "answers"),
+        "TOYQA_STRICT": "1",
+    }
+    assert env.job_runtime_env("/repo", environ=environ)["env_vars"] == {
+        "TOYQA_ANSWER_ROOT": "answers",
+        "TOYQA_STRICT": "1",
+    }
+    with pytest.raises(ValueError, match=r"path_env_vars \['TOYQA_X'\] are not among its env_vars"):
+        tasks.register(replace(toy, name="toyqa6", label_keys=("a6",), benchmarks=(), path_env_vars=("TOYQA_X",)))

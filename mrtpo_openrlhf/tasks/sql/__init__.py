@@ -5,6 +5,11 @@ from mrtpo_openrlhf.tasks import CODE_FENCES, THINK_TAGS, Benchmark, BenchmarkOp
 
 SPIDER_TIMEOUT_S = 60.0  # exec_eval.py TIMEOUT (there it never fires; here the sandbox really stops the query)
 BIRD_TIMEOUT_S = 30.0  # BIRD evaluation.py meta_time_out
+# what the reward and the verifier read; forwarded to every Ray worker
+DB_ROOT_ENV = "MRTPO_SQL_DB_ROOT"
+TIMEOUT_ENV = "MRTPO_SQL_TIMEOUT_S"
+MAX_ROWS_ENV = "MRTPO_SQL_MAX_ROWS"
+WORKERS_ENV = "MRTPO_SQL_WORKERS"
 
 _SQL_BENCHMARK = dict(
     module="mrtpo_openrlhf.tasks.sql.benchmarks",
@@ -62,4 +67,6 @@ TASK = Task(
     gpu_script="train_mrtpo_sql.sh",
     command="main",
     unearnable="unearnable_rewards",
+    env_vars=(TIMEOUT_ENV, MAX_ROWS_ENV, DB_ROOT_ENV, WORKERS_ENV),
+    path_env_vars=(DB_ROOT_ENV,),
 )

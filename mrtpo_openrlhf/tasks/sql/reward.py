@@ -72,6 +72,7 @@ from mrtpo_openrlhf.rewards.contract import (
     label_object,
     make_reward_func,
 )
+from mrtpo_openrlhf.tasks.sql import DB_ROOT_ENV, MAX_ROWS_ENV, TIMEOUT_ENV
 from mrtpo_openrlhf.tasks.sql.verifier import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
@@ -110,9 +111,6 @@ LOG_KEYS = (
 )
 FIXTURE_DIR = DATA_DIR / "sql"
 BUNDLED_DB_ROOT = FIXTURE_DIR / "database"
-DB_ROOT_ENV = "MRTPO_SQL_DB_ROOT"
-TIMEOUT_ENV = "MRTPO_SQL_TIMEOUT_S"
-MAX_ROWS_ENV = "MRTPO_SQL_MAX_ROWS"
 GOLD_TIMEOUT_S = 30.0
 COMPARE_TIMEOUT_S = 0.5  # the Spider column-permutation search; past it the match is lost with the reason
 GOLD_MAX_ROWS = 100_000

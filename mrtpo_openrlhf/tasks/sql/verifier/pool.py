@@ -27,10 +27,10 @@ import threading
 import time
 
 from mrtpo_openrlhf.paths import REPO_ROOT
+from mrtpo_openrlhf.tasks.sql import WORKERS_ENV
 
 from .sandbox import DEFAULT_TIMEOUT_S, SqlResult, execute_sql
 
-WORKERS_ENV = "MRTPO_SQL_WORKERS"
 ANSWER_GRACE_S = 5.0  # past the query's own limit (enforced in the worker): pickling, start-up, a loaded machine
 _HEADER = 8  # bytes of the big-endian length before each pickled message
 _PACKAGE_ROOT = str(REPO_ROOT)
