@@ -203,6 +203,27 @@ def parse_comparisons(text: str, flag: str = "--comparisons") -> list[tuple[str,
     return out
 
 
+def planned_seeds(config: dict[str, Any], a: str, b: str) -> list[int]:
+    """The seeds the config plans for both arms (``seeds``, narrowed by ``arm_seeds``); none for an arm it lacks."""
+    seeds = config.get("seeds", [])
+    arms = config.get("arms", [])
+
+    def of(arm: str) -> list[int]:
+        return config.get("arm_seeds", {}).get(arm, seeds) if arm in arms else []
+
+    return [s for s in seeds if s in of(a) and s in of(b)]
+
+
+def _paired_record(p: Paired | None) -> dict[str, Any] | None:
+    """``summary.json``'s record of a comparison (``planned`` only where the config says it)."""
+    if p is None:
+        return None
+    record = asdict(p)
+    if record["planned"] is None:
+        record.pop("planned")
+    return record
+
+
 def declared_comparisons(config: dict[str, Any], given: str | None) -> tuple[list[tuple[str, str]], str]:
     """The declared comparisons and where they came from: ``--comparisons``, else the config's ``comparisons``
     (a list of "a:b" or a string), else ``default_declared()``."""
@@ -685,6 +706,8 @@ def _evidence(p: Paired | None, declared: bool = True) -> str:
         return f"{p.mean:+.3f} (one seed: no interval; higher in {p.wins}/{p.n})"
     holm_p = f", Holm p {_p(p.p_holm)}" if p.p_holm is not None else ""
     note = "" if declared else "; not declared: unadjusted"
+    if p.incomplete:
+        note = f"; {p.n} of {p.planned} planned seeds: unadjusted, not judged"
     return (
         f"{p.mean:+.3f} (95% t-CI {_interval(p.t_low, p.t_high)}, noise floor {_fmt(p.noise)}, sign-flip p "
         f"{_p(p.p_signflip)}{holm_p}, higher in {p.wins}/{p.n} seeds{note})"
@@ -694,6 +717,8 @@ def _evidence(p: Paired | None, declared: bool = True) -> str:
 def _held(p: Paired | None, want: str, alpha: float) -> str:
     if p is None:
         return "not tested"
+    if p.incomplete:
+        return "incomplete"
     v = p.verdict(alpha)
     if v == want:
         return "held"
@@ -703,7 +728,7 @@ def _held(p: Paired | None, want: str, alpha: float) -> str:
 
 
 def _combine(states: list[str]) -> str:
-    for state in ("contradicted", "not tested", "too few seeds", "not resolved"):
+    for state in ("contradicted", "not tested", "incomplete", "too few seeds", "not resolved"):
         if state in states:
             return state
     return "held"
@@ -995,11 +1020,14 @@ def write_report(
         print(f"[study] not paired: {a} / {b} seed {s}: {why}", file=sys.stderr)
     primary = primary_endpoint(study)
     declared = {(a, b): compare(study, a, b, primary, excluded) for a, b in declared_pairs}
-    # the family is every declared comparison: one without runs yet counts as p = 1, so a partial study is never
-    # adjusted over fewer comparisons than were preregistered
-    adjusted = holm([p.p_signflip if p is not None else 1.0 for p in declared.values()])
+    for (a, b), p in declared.items():
+        if p is not None and config.get("seeds"):
+            p.planned = len(planned_seeds(config, a, b))
+    # the family is every declared comparison: one without runs yet, or without all its planned seeds, counts as
+    # p = 1, so a partial study is never adjusted over fewer comparisons than were preregistered
+    adjusted = holm([p.p_signflip if p is not None and not p.incomplete else 1.0 for p in declared.values()])
     for p, adj in zip(declared.values(), adjusted):
-        if p is not None:
+        if p is not None and not p.incomplete:
             p.p_holm = adj
     secondary: dict[str, Paired] = {}
     kinds = (["heldout"] if study.has_heldout else []) + ["auc"]
@@ -1051,10 +1079,10 @@ def write_report(
         f"Declared comparisons ({source}): {pairs_txt}. Each is A - B paired by seed: the mean, its 95% t-interval, "
         "the within-run noise floor of one seed's difference (docs/study.md), the seed-to-seed sd of the "
         f"difference, the exact two-sided sign-flip p over all 2^n sign patterns, and Holm's adjustment over the "
-        f"{len(declared)} declared comparisons (one not yet run counts as p = 1). "
+        f"{len(declared)} declared comparisons (one not yet run, or short of its planned seeds, counts as p = 1). "
         f"Verdict: A > B (or A < B) when the Holm p is at most {alpha}, else "
-        "no difference resolved. No bootstrap below "
-        f"{BOOTSTRAP_MIN_SEEDS} seeds.",
+        "no difference resolved; a comparison short of its planned seeds is *incomplete*: its numbers are shown, it "
+        f"is not judged. No bootstrap below {BOOTSTRAP_MIN_SEEDS} seeds.",
         "",
     ]
     if study.has_heldout:
@@ -1090,7 +1118,8 @@ def write_report(
         "## The paper's claims against this study",
         "",
         f"Verdicts follow fixed rules: *held* when the comparison's sign-flip p (Holm-adjusted where declared) is at "
-        f"most {alpha} in the claimed direction, *contradicted* when it is in the other, *not resolved* otherwise.",
+        f"most {alpha} in the claimed direction, *contradicted* when it is in the other, *not resolved* otherwise; "
+        "*incomplete* while a declared comparison has fewer seeds than planned (not judged).",
         "",
         "| claim | verdict | evidence |",
         "|---|---|---|",
@@ -1105,9 +1134,9 @@ def write_report(
         "rewards": names,
         "runs": done,
         "primary_endpoint": primary.label(),
-        "declared": {f"{a} - {b}": asdict(p) if p else None for (a, b), p in declared.items()},
+        "declared": {f"{a} - {b}": _paired_record(p) for (a, b), p in declared.items()},
         "declared_source": source,
-        "comparisons": {k: asdict(p) for k, p in secondary.items()},
+        "comparisons": {k: _paired_record(p) for k, p in secondary.items()},
         "excluded": {f"{a} - {b} seed {s}": why for (a, b, s), why in excluded.items()},
         "prompts": prompts_info,
         "step_cost": cost,

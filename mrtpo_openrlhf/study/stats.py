@@ -102,7 +102,9 @@ class Paired:
     p-value; p_holm: Holm-adjusted p over the declared comparisons (``holm``; None when not declared);
     boot_low/boot_high: bootstrap percentile interval, only from ``BOOTSTRAP_MIN_SEEDS`` seeds on (NaN below: a
     bootstrap over 3 seeds has 10 distinct resamples and only restates the signs); wins: seeds where A > B;
-    noise: the within-run noise floor of the difference (``noise_floor``), NaN when not measured.
+    noise: the within-run noise floor of the difference (``noise_floor``), NaN when not measured;
+    planned: the seeds the study's config plans for this comparison (None: not known); with fewer than planned the
+    comparison is incomplete and not judged (the preregistered rule: no comparison is decided on fewer seeds).
     """
 
     n: int
@@ -115,10 +117,18 @@ class Paired:
     p_signflip: float = math.nan
     p_holm: float | None = None
     noise: float = math.nan
+    planned: int | None = None
+
+    @property
+    def incomplete(self) -> bool:
+        return self.planned is not None and self.n < self.planned
 
     def verdict(self, alpha: float = ALPHA) -> str:
         """'A > B' / 'A < B' when the test rejects at ``alpha`` (the Holm-adjusted p where the comparison is
-        declared, else the unadjusted sign-flip p); 'no difference resolved' otherwise."""
+        declared, else the unadjusted sign-flip p); 'no difference resolved' otherwise; 'incomplete (n of N
+        seeds)' before all its planned seeds are in, whatever the p."""
+        if self.incomplete:
+            return f"incomplete ({self.n} of {self.planned} seeds)"
         if self.n < 2 or math.isnan(self.t_low):
             return "too few seeds"
         p = self.p_holm if self.p_holm is not None else self.p_signflip

@@ -223,6 +223,41 @@ def test_committed_reports_regenerate_byte_for_byte(tmp_path, name):
     assert json.loads((tmp_path / "summary.json").read_text()) == json.loads((folder / "summary.json").read_text())
 
 
+def test_a_comparison_short_of_its_planned_seeds_is_incomplete_and_not_judged(tmp_path):
+    """The plan (10 seeds for the main arms, 8 for grpo and joint) with 8 seeds done everywhere: mrtpo - gdpo and
+    mrtpo - shuffle are incomplete, shown with their numbers but judged on nothing and counted in Holm as p = 1;
+    gdpo - grpo and mrtpo - joint have all their 8 and are judged."""
+    src = make_study(tmp_path / "study", seeds=SEEDS8)
+    plan = {
+        "name": "fixture",
+        "steps": STEPS,
+        "arms": list(SLOPES),
+        "seeds": list(range(1, 11)),
+        "arm_seeds": {"grpo": list(SEEDS8), "mrtpo-joint": list(SEEDS8)},
+    }
+    (src / "study.json").write_text(json.dumps(plan))
+    write_report(src, tmp_path / "out", format_reward="format", threshold=0.6)
+    d = json.loads((tmp_path / "out" / "summary.json").read_text())["declared"]
+    assert {k: (v["n"], v["planned"]) for k, v in d.items()} == {
+        "mrtpo - gdpo": (8, 10),
+        "gdpo - grpo": (8, 8),
+        "mrtpo - mrtpo-shuffle": (8, 10),
+        "mrtpo - mrtpo-joint": (8, 8),
+    }
+    # by hand: the family's p-values are 2/256, 2/256 and 1, 1 (the incomplete two); Holm: 4p, max(4p, 3p), 1, 1
+    assert d["gdpo - grpo"]["p_holm"] == pytest.approx(8 / 256)
+    assert d["mrtpo - mrtpo-joint"]["p_holm"] == pytest.approx(8 / 256)
+    assert d["mrtpo - gdpo"]["p_holm"] is None and d["mrtpo - gdpo"]["p_signflip"] == pytest.approx(2 / 256)
+    md = (tmp_path / "out" / "report.md").read_text()
+    rows = {line.split(" | ")[0].strip("| "): line for line in md.splitlines() if " | summed reward" in line}
+    assert rows["mrtpo - gdpo"].endswith("| incomplete (8 of 10 seeds) |")
+    assert rows["gdpo - grpo"].endswith("| A > B |")
+    claim2 = next(line for line in md.splitlines() if line.startswith("| 2. Rewards rise faster"))
+    assert "| incomplete |" in claim2 and "8 of 10 planned seeds: unadjusted, not judged" in claim2
+    claim3b = next(line for line in md.splitlines() if line.startswith("| 3b."))
+    assert "| held |" in claim3b
+
+
 def test_a_partial_study_is_adjusted_over_every_declared_comparison(tmp_path):
     """With mrtpo-joint not yet run, Holm still counts its comparison (as p = 1): the family is the preregistered
     four, so the three with runs are adjusted as if the fourth were there, never over fewer."""
