@@ -2,8 +2,9 @@
 
     python benchmarks/default_memory.py --before ee17695^ [--after .] [--shape default study] [--steps 3]
 
-Each side runs ``python -m mrtpo_openrlhf.launch.default`` from its own checkout (``--before REF`` is checked out
-into a temporary git worktree that shares this checkout's .venv and model cache; ``--after .`` is this checkout),
+Each side runs ``python -m mrtpo_openrlhf.launch.default`` (the entry every checkout has) from its own checkout
+(``--before REF`` is checked out into a temporary git worktree that shares this checkout's .venv and model cache;
+``--after .`` is this checkout),
 one after the other, shape by shape. This process is the child subreaper of everything the runs start (Ray's
 daemons included), so it samples the PSS of every process of the run, whatever the commit's own launcher
 records, and MemAvailable, once a second. It prints, per shape and side: the peak PSS and its largest holders,

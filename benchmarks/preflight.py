@@ -9,7 +9,7 @@ upstream's imports, side by side in one run (in turn within each repeat, best of
   and what the embedded default's own pre-flight process cost it (``launch.runner.run_preflight`` started one);
 - CLI: ``python -m mrtpo_openrlhf.cli.train_ppo_ray <flags> --preflight-only`` now (upstream's imports deferred
   until after the check);
-- launcher: ``launch.runner.run_preflight`` in a process that has imported what ``launch.default`` imports
+- launcher: ``launch.runner.run_preflight`` in a process that has imported what ``cli.default`` imports
   before it calls it (torch included), timed around the call alone: what the embedded default adds now;
 - parse only: the CLI with ``--preflight-only --preflight-skip`` (start, imports and parse, no check);
 - the CLI's own ``preflight: ok in X s`` figure (timed around the check inside the process).

@@ -39,5 +39,5 @@ bash "$ROOT/scripts/install.sh"
 source "$ROOT/scripts/env.sh"
 dry_run=()  # DRY_RUN=1: print the commands and run only the pre-flight check, never train
 [ "${DRY_RUN:-0}" = 1 ] || [ "${DRY_RUN:-0}" = print ] && dry_run=(--dry-run)
-exec "$ROOT/.venv/bin/python" -m mrtpo_openrlhf.launch.default --task "$TASK" --estimator "$ESTIMATOR" \
+exec "$ROOT/.venv/bin/python" -m mrtpo_openrlhf.cli.default --task "$TASK" --estimator "$ESTIMATOR" \
   "${dry_run[@]}" "${flags[@]}" "$@"

@@ -19,7 +19,7 @@ import types
 
 NO_DEVICE = (
     "mrtpo: no CUDA device on this machine. To train on CPU, run the embedded default "
-    "(`bash examples/scripts/train_mrtpo_sql.sh`, or `python -m mrtpo_openrlhf.launch.default --task sql`): "
+    "(`bash examples/scripts/train_mrtpo_sql.sh`, or `python -m mrtpo_openrlhf.cli.default --task sql`): "
     "it starts a private Ray head with the CPU layer (MRTPO_CPU=1)."
 )
 

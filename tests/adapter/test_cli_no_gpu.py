@@ -50,7 +50,7 @@ def test_valid_flags_without_cuda_say_how_to_run_on_cpu():
     )
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1].startswith("mrtpo: no CUDA device on this machine")
-    assert "launch.default" in res.stderr
+    assert "cli.default" in res.stderr
 
 
 @pytest.mark.parametrize("value", ["1", "true"])

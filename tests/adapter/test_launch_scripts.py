@@ -207,7 +207,7 @@ def test_reward_weights_reach_the_gpu_command(tmp_path, monkeypatch):
 
 
 def cpu_dry_run(tmp_path, monkeypatch, args=(), **overrides):
-    """The CPU branch up to the command it would run (launch.default --dry-run: no Ray, no training)."""
+    """The CPU branch up to the command it would run (cli.default --dry-run: no Ray, no training)."""
     from mrtpo_openrlhf.models import make_tiny_model
 
     model = make_tiny_model(tmp_path / "model", seed=0)

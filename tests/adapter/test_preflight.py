@@ -119,7 +119,7 @@ def test_embedded_default_stops_before_its_ray_head(tmp_path, case):
     data = make(tmp_path).resolve()
     model = tmp_path / "model"
     model.mkdir()
-    command = [sys.executable, "-m", "mrtpo_openrlhf.launch.default", "--task", "sql", "--data", str(data)]
+    command = [sys.executable, "-m", "mrtpo_openrlhf.cli.default", "--task", "sql", "--data", str(data)]
     command += ["--model", str(model), "--steps", "1", "--out", str(tmp_path / "out"), "--timeout", "60"]
     res = run(tmp_path, command)
     assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mrtpo_openrlhf import tasks
+from mrtpo_openrlhf.cli import default as cli_default
 from mrtpo_openrlhf.cli import reward_server as reward_server_cli
 from mrtpo_openrlhf.data.jsonl import read_jsonl, write_jsonl
 from mrtpo_openrlhf.diagnostics import cli as diagnose_cli
@@ -98,9 +99,7 @@ def test_launcher_args(toy, tmp_path, capsys):
     assert flag(args, "--data.prompt_dataset") == str(tmp_path / "toy_train.jsonl")
     assert flag(args, "--rollout.max_new_tokens") == "7"
     # the command line accepts --task toy and prints the same flags
-    assert (
-        launch_default.main(["--task", "toy", "--model", str(model), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
-    )
+    assert cli_default.main(["--task", "toy", "--model", str(model), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "train_ppo_ray" in ln)
     printed = shlex.split(line.split("train_ppo_ray", 1)[1])
     assert flag(printed, "--reward.remote_url") == str(tmp_path / "pkg" / "toy_reward_task.py")
