@@ -734,24 +734,9 @@ def _combine(states: list[str]) -> str:
     return "held"
 
 
-def claims(
-    study: Study,
-    declared: dict[tuple[str, str], Paired | None],
-    primary: Endpoint,
-    excluded,
-    format_reward: str | None,
-    threshold: float,
-    alpha: float,
-    cost: dict[str, Any],
-) -> list[dict[str, str]]:
-    """The paper's claims checked against this study, each with the numbers behind its verdict."""
-
-    def get(a, b, ep=primary):
-        if ep == primary and (a, b) in declared:
-            return declared[(a, b)], True
-        return compare(study, a, b, ep, excluded), False
-
-    out = []
+def localization_claim(study: Study) -> dict[str, str]:
+    """Claim 1 against the null controls of ``study localize`` where they were run, else the training-time
+    tokens-for-80% with the warning that without a null it does not show localization."""
     loc = load_null_controls(study.folder)
     if loc:
         parts = []
@@ -782,14 +767,53 @@ def claims(
             "control recorded, so this cannot be read as localization: a position-free random profile (i.i.d. "
             "exponential per token) already needs about 44% of the tokens"
         )
-    out.append(
-        {
-            "claim": "1. Localization: a reward's distance sits on the span its checker reads, beyond a null block "
-            "removed the same way (paper: 80% of the distance on 26-29% of the tokens on SQL)",
-            "verdict": verdict,
-            "evidence": evidence,
-        }
+    return {
+        "claim": "1. Localization: a reward's distance sits on the span its checker reads, beyond a null block "
+        "removed the same way (paper: 80% of the distance on 26-29% of the tokens on SQL)",
+        "verdict": verdict,
+        "evidence": evidence,
+    }
+
+
+def cost_claim(study: Study, cost: dict[str, Any]) -> dict[str, str]:
+    """Claim 4: the share of (response, reward) pairs replayed, and the step time paired within a seed."""
+    frac = (
+        _mean(list(per_seed(study.runs, "mrtpo", "mrtpo/replayed_pairs_frac", study.steps, area).values()))
+        if "mrtpo" in study.runs
+        else math.nan
     )
+    ratio = cost.get("ratio_mean", math.nan)
+    return {
+        "claim": "4. Cost: 12-21% of (response, reward) pairs replayed; a step 10-20% longer than GDPO",
+        "verdict": "see numbers",
+        "evidence": f"replayed pairs {_fmt(frac, 3, pct=True)} (steps with beta > 0 included); "
+        f"MRTPO/GDPO step time paired within a seed {_fmt(ratio, 2)}"
+        + (
+            f" [{_fmt(cost['ratio_low'], 2)}, {_fmt(cost['ratio_high'], 2)}]"
+            if not math.isnan(cost.get("ratio_low", math.nan))
+            else ""
+        ),
+    }
+
+
+def claims(
+    study: Study,
+    declared: dict[tuple[str, str], Paired | None],
+    primary: Endpoint,
+    excluded,
+    format_reward: str | None,
+    threshold: float,
+    alpha: float,
+    cost: dict[str, Any],
+) -> list[dict[str, str]]:
+    """The paper's claims checked against this study, each with the numbers behind its verdict."""
+
+    def get(a, b, ep=primary):
+        if ep == primary and (a, b) in declared:
+            return declared[(a, b)], True
+        return compare(study, a, b, ep, excluded), False
+
+    out = [localization_claim(study)]
     (mg, dm), (gg, dg) = get("mrtpo", "gdpo"), get("gdpo", "grpo")
     out.append(
         {
@@ -826,25 +850,7 @@ def claims(
                 "evidence": f"MRTPO-{b.removeprefix('mrtpo-')} {_evidence(p, d)}",
             }
         )
-    frac = (
-        _mean(list(per_seed(study.runs, "mrtpo", "mrtpo/replayed_pairs_frac", study.steps, area).values()))
-        if "mrtpo" in study.runs
-        else math.nan
-    )
-    ratio = cost.get("ratio_mean", math.nan)
-    out.append(
-        {
-            "claim": "4. Cost: 12-21% of (response, reward) pairs replayed; a step 10-20% longer than GDPO",
-            "verdict": "see numbers",
-            "evidence": f"replayed pairs {_fmt(frac, 3, pct=True)} (steps with beta > 0 included); "
-            f"MRTPO/GDPO step time paired within a seed {_fmt(ratio, 2)}"
-            + (
-                f" [{_fmt(cost['ratio_low'], 2)}, {_fmt(cost['ratio_high'], 2)}]"
-                if not math.isnan(cost.get("ratio_low", math.nan))
-                else ""
-            ),
-        }
-    )
+    out.append(cost_claim(study, cost))
     ep = Endpoint("heldout" if study.has_heldout else "auc", LENGTH)
     length = compare(study, "mrtpo", "gdpo", ep, excluded)
     final = compare(study, "mrtpo", "gdpo", Endpoint("final", LENGTH), excluded)
@@ -966,28 +972,11 @@ def null_control_section(folder: Path) -> list[str]:
     return md
 
 
-def write_report(
-    root: Path,
-    out: Path | None = None,
-    probe_files: Sequence[Path] = (),
-    format_reward: str | None = None,
-    threshold: float = 0.8,
-    extra_md: str = "",
-    comparisons: str | None = None,
-    alpha: float = ALPHA,
-) -> Path:
-    root = Path(root).resolve()
-    out = Path(out or root).resolve()
-    study_file = root / "study.json"
-    folder = root  # the study or results folder itself (localization/, prompts/ live here, not under runs/)
-    if (root / "runs").is_dir() and not any((root / arm).is_dir() for arm in ARMS):
-        root = root / "runs"  # a committed results folder: the runs' copies live under runs/
-    config = _read_json(study_file) or {}
-    study = load_study(root, folder, config)
-    runs, names, steps = study.runs, study.names, study.steps
-    out.mkdir(parents=True, exist_ok=True)
+def copy_small_files(study: Study, root: Path, out: Path, study_file: Path) -> None:
+    """Copy what a results folder keeps (each run's small files, the config, the localization outputs, the prompt
+    lists) from the study into ``out``, unless ``out`` is the study itself."""
     if out / "runs" != root and out != root:
-        for arm, by_seed in runs.items():
+        for arm, by_seed in study.runs.items():
             for seed in by_seed:
                 src, dst = root / arm / f"seed{seed}", out / "runs" / arm / f"seed{seed}"
                 dst.mkdir(parents=True, exist_ok=True)
@@ -996,57 +985,69 @@ def write_report(
                         shutil.copy2(src / name, dst / name)
         if study_file.is_file() and study_file != out / "study.json":
             shutil.copy2(study_file, out / "study.json")
-    if out != folder:
+    if out != study.folder:
         from .localize import HEATMAP, SMALL_OUTPUTS
 
-        for src in (folder / "localization").glob("*"):
+        for src in (study.folder / "localization").glob("*"):
             for name in (*SMALL_OUTPUTS, HEATMAP):
                 if (src / name).is_file():
                     (out / "localization" / src.name).mkdir(parents=True, exist_ok=True)
                     shutil.copy2(src / name, out / "localization" / src.name / name)
-        for src in sorted((folder / "prompts").glob("seed*.json")):
+        for src in sorted((study.folder / "prompts").glob("seed*.json")):
             (out / "prompts").mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, out / "prompts" / src.name)
-    lk = length_key(runs)
-    keys = [f"reward/{n}/mean" for n in names] + [TOTAL] + ([lk] if lk else [])
-    titles = {f"reward/{n}/mean": f"reward: {n}" for n in names}
-    titles[TOTAL] = "summed reward"
-    plot(runs, keys, steps, out / "curves.png", titles)
 
-    declared_pairs, source = declared_comparisons(config, comparisons)
-    exploratory_pairs = exploratory_comparisons()
-    excluded = exclusions(study, [*declared_pairs, *exploratory_pairs])
-    for (a, b, s), why in excluded.items():
-        print(f"[study] not paired: {a} / {b} seed {s}: {why}", file=sys.stderr)
-    primary = primary_endpoint(study)
-    declared = {(a, b): compare(study, a, b, primary, excluded) for a, b in declared_pairs}
+
+def plot_curves(study: Study, out: Path) -> None:
+    lk = length_key(study.runs)
+    keys = [f"reward/{n}/mean" for n in study.names] + [TOTAL] + ([lk] if lk else [])
+    titles = {f"reward/{n}/mean": f"reward: {n}" for n in study.names}
+    titles[TOTAL] = "summed reward"
+    plot(study.runs, keys, study.steps, out / "curves.png", titles)
+
+
+def declared_results(
+    study: Study, config: dict[str, Any], pairs: list[tuple[str, str]], primary: Endpoint, excluded
+) -> dict[tuple[str, str], Paired | None]:
+    """The declared comparisons on the primary endpoint, each with its planned seeds and its Holm p. The family is
+    every declared comparison: one without runs yet, or without all its planned seeds, counts as p = 1, so a
+    partial study is never adjusted over fewer comparisons than were preregistered."""
+    declared = {(a, b): compare(study, a, b, primary, excluded) for a, b in pairs}
     for (a, b), p in declared.items():
         if p is not None and config.get("seeds"):
             p.planned = len(planned_seeds(config, a, b))
-    # the family is every declared comparison: one without runs yet, or without all its planned seeds, counts as
-    # p = 1, so a partial study is never adjusted over fewer comparisons than were preregistered
     adjusted = holm([p.p_signflip if p is not None and not p.incomplete else 1.0 for p in declared.values()])
     for p, adj in zip(declared.values(), adjusted):
         if p is not None and not p.incomplete:
             p.p_holm = adj
+    return declared
+
+
+def secondary_results(
+    study: Study, pairs: list[tuple[str, str]], declared, primary: Endpoint, excluded
+) -> dict[str, Paired]:
+    """Every pair on every endpoint (held-out where scored, training AUC; per reward and summed) but the declared
+    comparisons' primary one; unadjusted."""
     secondary: dict[str, Paired] = {}
     kinds = (["heldout"] if study.has_heldout else []) + ["auc"]
     for kind in kinds:
-        for a, b in dict.fromkeys([*declared_pairs, *exploratory_pairs]):
-            for n in names + [TOTAL]:
+        for a, b in pairs:
+            for n in study.names + [TOTAL]:
                 ep = Endpoint(kind, n)
                 if ep == primary and (a, b) in declared:
                     continue
                 p = compare(study, a, b, ep, excluded)
                 if p:
                     secondary[f"{a} - {b} | {ep.label()}"] = p
-    cost_md, cost = step_cost_section(study, excluded)
-    verdicts = claims(study, declared, primary, excluded, format_reward, threshold, alpha, cost)
-    prompts_md, prompts_info = prompt_section(study)
+    return secondary
 
+
+def status_section(study: Study, config: dict[str, Any], title: str) -> list[str]:
+    """The title, the config, and which planned runs are done, missing or cut short."""
+    runs, steps = study.runs, study.steps
     done = {arm: sorted(by) for arm, by in runs.items()}
     incomplete = [f"{arm} seed {s}" for arm, by in runs.items() for s, rows in by.items() if len(rows) < steps]
-    md = [f"# Study: {config.get('name', root.name)}", ""]
+    md = [f"# Study: {config.get('name', title)}", ""]
     if config:
         md += ["Config: " + ", ".join(f"`{k}={v}`" for k, v in config.items() if k not in ("extra_args", "env")), ""]
     planned = [
@@ -1062,18 +1063,16 @@ def write_report(
             f"{', '.join(missing)}. Verdicts below use only the runs found.",
             "",
         ]
-    md += [
+    return md + [
         "Runs found: " + "; ".join(f"{a}: seeds {s}" for a, s in done.items()) + ".",
         f"Incomplete runs (fewer than {steps} steps logged): {', '.join(incomplete) or 'none'}.",
         "",
     ]
-    if extra_md:
-        md += [extra_md, ""]
-    md += provenance_section(study, excluded) + prompts_md
-    if probe_files:
-        md += ["## What the base model can learn (probe at step 0)", ""] + probe_section(probe_files)
-    pairs_txt = ", ".join(f"{a} - {b}" for a, b in declared_pairs)
-    md += [
+
+
+def primary_section(study: Study, declared: dict, primary: Endpoint, source: str, alpha: float) -> list[str]:
+    pairs_txt = ", ".join(f"{a} - {b}" for a, b in declared)
+    md = [
         f"## Primary endpoint: {primary.label()}",
         "",
         f"Declared comparisons ({source}): {pairs_txt}. Each is A - B paired by seed: the mean, its 95% t-interval, "
@@ -1093,28 +1092,13 @@ def write_report(
             "the summed reward (a secondary endpoint) in its place.",
             "",
         ]
-    md += comparison_rows({f"{a} - {b} | {primary.label()}": p for (a, b), p in declared.items() if p}, True, alpha)
-    md += [
-        "",
-        "## Curves",
-        "",
-        "![curves](curves.png)",
-        "",
-        "## Per arm, training (mean over seeds; final = last logged step; AUC = mean over steps)",
-        "",
-    ]
-    md += arm_table(runs, names, steps, format_reward, threshold) + [""]
-    md += [
-        "## Secondary comparisons (A - B paired by seed; unadjusted)",
-        "",
-    ]
-    md += comparison_rows(secondary, False, alpha) + [""]
-    md += cost_md
-    md += ["## Localization during training (replayed pairs, MRTPO arms)", ""]
-    md += localization_table(runs, names, steps)
-    md += [""] + checkpoint_localization_section(out) + null_control_section(out)
-    md += [
-        "",
+    return md + comparison_rows(
+        {f"{a} - {b} | {primary.label()}": p for (a, b), p in declared.items() if p}, True, alpha
+    )
+
+
+def claims_section(verdicts: list[dict[str, str]], alpha: float) -> list[str]:
+    return [
         "## The paper's claims against this study",
         "",
         f"Verdicts follow fixed rules: *held* when the comparison's sign-flip p (Holm-adjusted where declared) is at "
@@ -1123,16 +1107,73 @@ def write_report(
         "",
         "| claim | verdict | evidence |",
         "|---|---|---|",
+        *(f"| {c['claim']} | {c['verdict']} | {c['evidence']} |" for c in verdicts),
     ]
-    md += [f"| {c['claim']} | {c['verdict']} | {c['evidence']} |" for c in verdicts]
+
+
+def write_report(
+    root: Path,
+    out: Path | None = None,
+    probe_files: Sequence[Path] = (),
+    format_reward: str | None = None,
+    threshold: float = 0.8,
+    extra_md: str = "",
+    comparisons: str | None = None,
+    alpha: float = ALPHA,
+) -> Path:
+    """``report.md``, ``summary.json`` and ``curves.png`` of the study at ``root`` (a study folder, or a committed
+    results folder with its runs under ``runs/``), written to ``out`` (default: ``root``) with copies of the small
+    files."""
+    root = Path(root).resolve()
+    out = Path(out or root).resolve()
+    study_file = root / "study.json"
+    folder = root  # the study or results folder itself (localization/, prompts/ live here, not under runs/)
+    if (root / "runs").is_dir() and not any((root / arm).is_dir() for arm in ARMS):
+        root = root / "runs"  # a committed results folder: the runs' copies live under runs/
+    config = _read_json(study_file) or {}
+    study = load_study(root, folder, config)
+    out.mkdir(parents=True, exist_ok=True)
+    copy_small_files(study, root, out, study_file)
+    plot_curves(study, out)
+
+    declared_pairs, source = declared_comparisons(config, comparisons)
+    exploratory_pairs = exploratory_comparisons()
+    excluded = exclusions(study, [*declared_pairs, *exploratory_pairs])
+    for (a, b, s), why in excluded.items():
+        print(f"[study] not paired: {a} / {b} seed {s}: {why}", file=sys.stderr)
+    primary = primary_endpoint(study)
+    declared = declared_results(study, config, declared_pairs, primary, excluded)
+    all_pairs = list(dict.fromkeys([*declared_pairs, *exploratory_pairs]))
+    secondary = secondary_results(study, all_pairs, declared, primary, excluded)
+    cost_md, cost = step_cost_section(study, excluded)
+    verdicts = claims(study, declared, primary, excluded, format_reward, threshold, alpha, cost)
+    prompts_md, prompts_info = prompt_section(study)
+
+    md = status_section(study, config, root.name)
+    if extra_md:
+        md += [extra_md, ""]
+    md += provenance_section(study, excluded) + prompts_md
+    if probe_files:
+        md += ["## What the base model can learn (probe at step 0)", ""] + probe_section(probe_files)
+    md += primary_section(study, declared, primary, source, alpha)
+    md += ["", "## Curves", "", "![curves](curves.png)", ""]
+    md += ["## Per arm, training (mean over seeds; final = last logged step; AUC = mean over steps)", ""]
+    md += arm_table(study.runs, study.names, study.steps, format_reward, threshold) + [""]
+    md += ["## Secondary comparisons (A - B paired by seed; unadjusted)", ""]
+    md += comparison_rows(secondary, False, alpha) + [""]
+    md += cost_md
+    md += ["## Localization during training (replayed pairs, MRTPO arms)", ""]
+    md += localization_table(study.runs, study.names, study.steps)
+    md += [""] + checkpoint_localization_section(out) + null_control_section(out) + [""]
+    md += claims_section(verdicts, alpha)
     md += ["", "## What these verdicts do not show", ""] + [
         f"- {c}" for c in caveats(study, declared, primary, secondary, alpha)
     ]
     (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     summary = {
-        "steps": steps,
-        "rewards": names,
-        "runs": done,
+        "steps": study.steps,
+        "rewards": study.names,
+        "runs": {arm: sorted(by) for arm, by in study.runs.items()},
         "primary_endpoint": primary.label(),
         "declared": {f"{a} - {b}": _paired_record(p) for (a, b), p in declared.items()},
         "declared_source": source,
