@@ -347,8 +347,8 @@ def _coverage_warning(bench: str, predicted: int, n_total: int) -> str:
     return f"{bench}: {predicted:,} of {n_total:,} examples have a prediction (the others count as wrong{left_out})"
 
 
-def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
-    """Evaluate ``cfg.benchmarks``; returns {"summaries", "records", "paths", "average", "table", "meta"}."""
+def check_config(cfg: EvalConfig) -> None:
+    """Stop on a config that cannot run, before anything is loaded."""
     if not cfg.benchmarks:
         raise ValueError("no benchmark requested")
     if (cfg.model is None) == (not cfg.predictions):
@@ -356,51 +356,33 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
     unknown = sorted(set(cfg.options) - set(benchmark_options()))
     if unknown:
         raise ValueError(f"unknown benchmark option(s) {unknown}; known: {', '.join(benchmark_options())}")
-    out_dir = prepare_out_dir(cfg.out, cfg.overwrite)  # before anything slow
-    generator = Generator(cfg.model, cfg.generation) if cfg.model else None  # a bad --model fails here
-    benchmarks = list(dict.fromkeys(cfg.benchmarks))
-    examples = {b: load_benchmark(b, cfg.data_dirs.get(b), cfg.options) for b in benchmarks}
-    predictions = read_predictions(cfg.predictions, examples) if cfg.predictions else None
-    if cfg.limit is not None:
-        examples = {b: limit_examples(exs, cfg.limit) for b, exs in examples.items()}
 
-    records: dict[str, list[dict]] = {}
-    summaries: dict[str, dict] = {}
-    for bench in benchmarks:
-        exs = examples[bench]
-        if predictions is not None:
-            given = predictions[bench]
-            if not any(ex.id in given for ex in exs):
-                raise ValueError(
-                    f"{bench}: none of its {len(exs):,} examples has a prediction in {', '.join(cfg.predictions)} "
-                    f"(drop --benchmark {bench} or give its predictions)"
-                )
-            group = get_benchmark(bench).group
-            if group:  # a group (BFCL category) without any prediction was not run
-                ran = {ex.meta[group] for ex in exs if ex.id in given}
-                exs = [ex for ex in exs if ex.meta[group] in ran]
-            responses = [given.get(ex.id) for ex in exs]
-            n_total = len(examples[bench])
-            predicted = sum(r is not None for r in responses)
-            if predicted < n_total:
-                logger.warning(_coverage_warning(bench, predicted, n_total))
-        else:
-            texts = generator.generate([ex.prompt for ex in exs])
-            responses = [Prediction(t) for t in texts]
-            n_total = predicted = len(exs)
-        records[bench] = score_examples(exs, responses, cfg, desc=f"scoring {bench}")
-        summary = summarize(bench, records[bench])
-        summaries[bench] = {
-            **summary,
-            "n": n_total,
-            "n_scored": summary["n"],
-            "n_predicted": predicted,
-            "n_missing": len(exs) - predicted,
-            **pass_at_k(records[bench]),
-        }
 
-    label = Path(cfg.model).name if cfg.model else "predictions"
-    meta = {
+def predicted_responses(
+    bench: str, exs: list[EvalExample], given: dict[str, Any], sources: Sequence[str]
+) -> tuple[list[EvalExample], list[Any]]:
+    """The examples to score and their given predictions (None where an example has none). A group (BFCL
+    category) without any prediction was not run and is left out; a benchmark without any prediction is refused."""
+    if not any(ex.id in given for ex in exs):
+        raise ValueError(
+            f"{bench}: none of its {len(exs):,} examples has a prediction in {', '.join(sources)} "
+            f"(drop --benchmark {bench} or give its predictions)"
+        )
+    n_total = len(exs)
+    group = get_benchmark(bench).group
+    if group:
+        ran = {ex.meta[group] for ex in exs if ex.id in given}
+        exs = [ex for ex in exs if ex.meta[group] in ran]
+    responses = [given.get(ex.id) for ex in exs]
+    predicted = sum(r is not None for r in responses)
+    if predicted < n_total:
+        logger.warning(_coverage_warning(bench, predicted, n_total))
+    return exs, responses
+
+
+def run_meta(cfg: EvalConfig, benchmarks: list[str], generator: Generator | None) -> dict[str, Any]:
+    """``summary.json``'s ``meta``: what was evaluated, with what, where and when."""
+    return {
         "model": cfg.model,
         "predictions": list(cfg.predictions),
         "limit": cfg.limit,
@@ -419,6 +401,41 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
         "git": git_commit(),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+
+
+def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
+    """Evaluate ``cfg.benchmarks``; returns {"summaries", "records", "paths", "average", "table", "meta"}."""
+    check_config(cfg)
+    out_dir = prepare_out_dir(cfg.out, cfg.overwrite)  # before anything slow
+    generator = Generator(cfg.model, cfg.generation) if cfg.model else None  # a bad --model fails here
+    benchmarks = list(dict.fromkeys(cfg.benchmarks))
+    examples = {b: load_benchmark(b, cfg.data_dirs.get(b), cfg.options) for b in benchmarks}
+    predictions = read_predictions(cfg.predictions, examples) if cfg.predictions else None
+    if cfg.limit is not None:
+        examples = {b: limit_examples(exs, cfg.limit) for b, exs in examples.items()}
+
+    records: dict[str, list[dict]] = {}
+    summaries: dict[str, dict] = {}
+    for bench in benchmarks:
+        if predictions is not None:
+            exs, responses = predicted_responses(bench, examples[bench], predictions[bench], cfg.predictions)
+        else:
+            exs = examples[bench]
+            responses = [Prediction(t) for t in generator.generate([ex.prompt for ex in exs])]
+        records[bench] = score_examples(exs, responses, cfg, desc=f"scoring {bench}")
+        summary = summarize(bench, records[bench])
+        predicted = sum(r is not None for r in responses)
+        summaries[bench] = {
+            **summary,
+            "n": len(examples[bench]),
+            "n_scored": summary["n"],
+            "n_predicted": predicted,
+            "n_missing": len(exs) - predicted,
+            **pass_at_k(records[bench]),
+        }
+
+    label = Path(cfg.model).name if cfg.model else "predictions"
+    meta = run_meta(cfg, benchmarks, generator)
     if cfg.overwrite:
         clear_previous(out_dir)
     paths = write_outputs(out_dir, records, summaries, label, meta)
