@@ -276,32 +276,21 @@ def with_null_blocks(
 
 
 # ------------------------------------------------------------------------------------------- pipeline
-def diagnose(
+def replay_samples(
     model: Any,
     tokenizer: Any,
-    task: str,
     samples: Sequence[Sample],
-    temperature: float = 1.0,
-    micro_batch_size: int = DEFAULT_REPLAY_MICRO_BATCH_SIZE,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    null_text: str = NULL_TEXT,
-) -> tuple[list[dict], list[dict], dict]:
-    """Score and replay ``samples``, with the null block(s) of ``with_null_blocks`` (none if ``null_text`` is
-    empty) in every replayed response's contexts.
+    vectors: Sequence[Any],
+    null_text: str,
+    temperature: float,
+    micro_batch_size: int,
+    chunk_size: int,
+) -> tuple[dict[int, torch.Tensor], dict[int, Any], dict[int, dict], dict[int, list]]:
+    """Replay every response that has a reward with a verifier block, the null block(s) in its contexts.
 
-    Returns (records, responses, summary): one record per (response, reward) pair and one per (response, null)
-    (the relevance.jsonl rows; a null's has ``"null": true``), the per-response view the page renders, and
-    ``stats.summarize`` of the reward records plus ``null_control`` (each reward against its null and a random
-    profile) and ``null`` (the null's own profile).
+    Returns, by response index: q ``[num_rewards + 2, T]`` (the rewards', then the nulls' rows), its replay
+    request, its nulls ({null name: row}) and its blocks' spans in the prompt (None: appended).
     """
-    from tqdm.auto import tqdm
-
-    texts, vectors = [], []
-    for s in tqdm(samples, desc="score", unit="resp"):
-        text = tokenizer.decode(s.response_ids, skip_special_tokens=False)
-        texts.append(text)
-        vectors.append(score(task, s.prompt, text, s.label))
-
     num_rewards = max((len(v.items) for v in vectors), default=0) + 2  # + the two nulls
     requests, rows, nulls_of, null_spans = [], [], {}, {}
     suffix = chat_suffix_text(tokenizer)
@@ -332,27 +321,32 @@ def diagnose(
             progress=True,
         )
         q_by_row = {i: q[r, :, : len(samples[i].response_ids)] for r, i in enumerate(rows)}
-    request_of = dict(zip(rows, requests))
+    return q_by_row, dict(zip(rows, requests)), nulls_of, null_spans
 
-    records, responses = [], []
-    for i, (s, vec, text) in enumerate(zip(samples, vectors, texts)):
-        full_text, offsets = token_char_offsets(tokenizer, s.response_ids)
-        tokens = [tokenizer.decode([t], skip_special_tokens=False) for t in s.response_ids]
-        specs = constraint_specs(task, s.label, len(vec.items))
-        replayed = set(request_of[i].rewards) if i in request_of else set()
-        nulls = nulls_of.get(i, {})
-        rewards = []
-        for k, item in enumerate(vec.items):
-            q_k = q_by_row[i][k].tolist() if k in replayed else None
-            spans = locate_spans(task, full_text, specs[k])
-            masks = {kind: spans_to_token_mask(offsets, sp) for kind, sp in spans.items()}
-            stats = pair_stats(q_k if q_k is not None else [0.0] * len(tokens), masks)
-            null = (NULL_INLINE if null_spans[i][k] is not None else NULL_APPENDED) if k in replayed else None
-            q_null = q_by_row[i][nulls[null]].tolist() if null in nulls and nulls[null] in replayed else None
-            record = {
-                "response_index": i,
-                "prompt_index": s.prompt_index,
-                "sample": s.sample,
+
+def response_records(
+    tokenizer: Any, task: str, i: int, s: Sample, vec: Any, text: str, replay: tuple, null_text: str
+) -> tuple[list[dict], dict]:
+    """One response's records (one per reward, one per null) and its view for the page; ``replay`` is
+    ``replay_samples``' result."""
+    q_by_row, request_of, nulls_of, null_spans = replay
+    full_text, offsets = token_char_offsets(tokenizer, s.response_ids)
+    tokens = [tokenizer.decode([t], skip_special_tokens=False) for t in s.response_ids]
+    specs = constraint_specs(task, s.label, len(vec.items))
+    replayed = set(request_of[i].rewards) if i in request_of else set()
+    nulls = nulls_of.get(i, {})
+    base = {"response_index": i, "prompt_index": s.prompt_index, "sample": s.sample}
+    records, rewards = [], []
+    for k, item in enumerate(vec.items):
+        q_k = q_by_row[i][k].tolist() if k in replayed else None
+        spans = locate_spans(task, full_text, specs[k])
+        masks = {kind: spans_to_token_mask(offsets, sp) for kind, sp in spans.items()}
+        stats = pair_stats(q_k if q_k is not None else [0.0] * len(tokens), masks)
+        null = (NULL_INLINE if null_spans[i][k] is not None else NULL_APPENDED) if k in replayed else None
+        q_null = q_by_row[i][nulls[null]].tolist() if null in nulls and nulls[null] in replayed else None
+        records.append(
+            {
+                **base,
                 "reward": item.name,
                 "value": float(item.value),
                 "reason": item.reason,
@@ -366,48 +360,50 @@ def diagnose(
                 "null": null if q_null is not None else None,
                 "controls": null_stats(q_null, masks, len(tokens), seed=i) if k in replayed else None,
             }
-            records.append(record)
-            rewards.append(
-                {
-                    "name": item.name,
-                    "value": item.value,
-                    "reason": item.reason,
-                    "block": item.block,
-                    "q": q_k,
-                    "stats": stats,
-                    "span_masks": masks,
-                }
-            )
-        for name, index in nulls.items():
-            q_null = q_by_row[i][index].tolist() if index in replayed else None
-            records.append(
-                {
-                    "response_index": i,
-                    "prompt_index": s.prompt_index,
-                    "sample": s.sample,
-                    "reward": name,
-                    "value": None,
-                    "reason": "null control: a sentence no reward reads",
-                    "block": null_text,
-                    "replayed": q_null is not None,
-                    "tokens": tokens,
-                    "token_ids": list(s.response_ids),
-                    "q": q_null,
-                    "spans": {},
-                    "stats": pair_stats(q_null if q_null is not None else [0.0] * len(tokens)),
-                    "null": True,
-                }
-            )
-        responses.append(
+        )
+        rewards.append(
             {
-                "prompt_index": s.prompt_index,
-                "sample": s.sample,
-                "prompt": s.prompt,
-                "response_text": text,
-                "tokens": tokens,
-                "rewards": rewards,
+                "name": item.name,
+                "value": item.value,
+                "reason": item.reason,
+                "block": item.block,
+                "q": q_k,
+                "stats": stats,
+                "span_masks": masks,
             }
         )
+    for name, index in nulls.items():
+        q_null = q_by_row[i][index].tolist() if index in replayed else None
+        records.append(
+            {
+                **base,
+                "reward": name,
+                "value": None,
+                "reason": "null control: a sentence no reward reads",
+                "block": null_text,
+                "replayed": q_null is not None,
+                "tokens": tokens,
+                "token_ids": list(s.response_ids),
+                "q": q_null,
+                "spans": {},
+                "stats": pair_stats(q_null if q_null is not None else [0.0] * len(tokens)),
+                "null": True,
+            }
+        )
+    view = {
+        "prompt_index": s.prompt_index,
+        "sample": s.sample,
+        "prompt": s.prompt,
+        "response_text": text,
+        "tokens": tokens,
+        "rewards": rewards,
+    }
+    return records, view
+
+
+def diagnose_summary(records: list[dict], null_text: str) -> dict:
+    """``stats.summarize`` of the replayed reward records, the pair counts, each reward group against its null
+    (``null_control``) and the null's own profile (``null``)."""
     pairs = [r for r in records if r.get("null") is not True]
     summary = summarize([r for r in pairs if r["replayed"]])
     summary["pairs_total"] = len(pairs)
@@ -423,7 +419,41 @@ def diagnose(
         "modes": {m: sum(r["reward"] == m for r in null_recs) for m in (NULL_INLINE, NULL_APPENDED)},
         "tokens_for_80pct": interval(r["stats"]["tokens_for_80pct"] for r in null_recs),
     }
-    return records, responses, summary
+    return summary
+
+
+def diagnose(
+    model: Any,
+    tokenizer: Any,
+    task: str,
+    samples: Sequence[Sample],
+    temperature: float = 1.0,
+    micro_batch_size: int = DEFAULT_REPLAY_MICRO_BATCH_SIZE,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    null_text: str = NULL_TEXT,
+) -> tuple[list[dict], list[dict], dict]:
+    """Score and replay ``samples``, with the null block(s) of ``with_null_blocks`` (none if ``null_text`` is
+    empty) in every replayed response's contexts.
+
+    Returns (records, responses, summary): one record per (response, reward) pair and one per (response, null)
+    (the relevance.jsonl rows; a null's has ``"null": true``), the per-response view the page renders, and
+    ``stats.summarize`` of the reward records plus ``null_control`` (each reward against its null and a random
+    profile) and ``null`` (the null's own profile).
+    """
+    from tqdm.auto import tqdm
+
+    texts, vectors = [], []
+    for s in tqdm(samples, desc="score", unit="resp"):
+        text = tokenizer.decode(s.response_ids, skip_special_tokens=False)
+        texts.append(text)
+        vectors.append(score(task, s.prompt, text, s.label))
+    replay = replay_samples(model, tokenizer, samples, vectors, null_text, temperature, micro_batch_size, chunk_size)
+    records, responses = [], []
+    for i, (s, vec, text) in enumerate(zip(samples, vectors, texts)):
+        recs, view = response_records(tokenizer, task, i, s, vec, text, replay, null_text)
+        records += recs
+        responses.append(view)
+    return records, responses, diagnose_summary(records, null_text)
 
 
 def write_outputs(
