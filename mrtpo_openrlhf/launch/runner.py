@@ -432,6 +432,67 @@ def run_preflight(module: str, args: Sequence[str], extra_env: Optional[Dict[str
         restore_signals()
 
 
+def print_dry_run(
+    env: Dict[str, str], dtype_info: dict, command: List[str], workdir: Path, num_cpus: int, num_gpus: int
+) -> None:
+    """What a run would do: the dtype, the environment it adds, ``ray start`` and the command."""
+    print(f"# {dtype_line(dtype_info)}")
+    added = {k: v for k, v in env.items() if os.environ.get(k) != v}
+    print("# environment (for `ray start` and the command):")
+    for key in sorted(added):
+        print(f"export {key}={shlex.quote(added[key])}")
+    print("# " + shlex.join(ray_start_command(num_cpus, num_gpus, 0, "/tmp/mrrayXXXX")).replace(" 0 ", " <free> "))
+    print(f"cd {shlex.quote(str(workdir))} && RAY_ADDRESS=127.0.0.1:<port> {shlex.join(command)}")
+
+
+def check_memory(args: Sequence[str], env: Dict[str, str], echo: bool) -> Optional[int]:
+    """The run's estimated peak in bytes (None: its shape is not known); NotEnoughMemory, before any process
+    starts, when MemAvailable is short of it (unless ``MRTPO_SKIP_MEMORY_CHECK=1``)."""
+    shape = shape_from_args(args, env)
+    need = estimate_run_bytes(shape) if shape else None
+    if need is None:
+        return None
+    available = mem_available_bytes()
+    problem = check_fits(need, available)
+    if problem and env.get(SKIP_CHECK_ENV) != "1":
+        raise NotEnoughMemory(problem)
+    if echo:
+        print(
+            f"[mrtpo.launch] memory: needs about {need / GIB:.1f} GiB (estimate), {available / GIB:.1f} GiB available",
+            flush=True,
+        )
+    return need
+
+
+def prepare_workdir(workdir: Path, env: Dict[str, str], args: Sequence[str], record: dict, need: Optional[int]) -> dict:
+    """Make the run folder, clear stale build locks and this run's old metrics (a resumed run keeps them: the
+    trainer continues them), and write ``run.json``; returns its record."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    for lock in clear_stale_build_locks(env["TORCH_EXTENSIONS_DIR"]):
+        print(f"[mrtpo.launch] removed a stale build lock (a killed extension build left it): {lock}", flush=True)
+    metrics_path = workdir / "metrics.jsonl"
+    if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
+        metrics_path.unlink()
+    if need is not None:
+        record["memory_estimate_gib"] = round(need / GIB, 2)
+    (workdir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def follow_output(proc, log, watchdog, trace, started: float, milestones: Dict[str, float], say) -> None:
+    """Copy the command's output to the log and the echo, line by line, timestamped; each line tells the
+    watchdog the run is alive and the memory trace which phase it is in, and marks the milestones it names."""
+    for line in proc.stdout:
+        watchdog.alive()
+        trace.line(line)
+        elapsed = time.time() - started
+        log.write(line)
+        for marker, name in MILESTONES.items():
+            if marker in line and name not in milestones:
+                milestones[name] = elapsed
+        say(f"[{elapsed:7.1f}s] {line}")
+
+
 def run_openrlhf_cpu(
     module: str,
     args: Sequence[str],
@@ -475,37 +536,10 @@ def run_openrlhf_cpu(
     dtype_info = dtype_record(choice)
     command = training_command(module, args)
     if dry_run:
-        print(f"# {dtype_line(dtype_info)}")
-        added = {k: v for k, v in env.items() if os.environ.get(k) != v}
-        print("# environment (for `ray start` and the command):")
-        for key in sorted(added):
-            print(f"export {key}={shlex.quote(added[key])}")
-        print("# " + shlex.join(ray_start_command(num_cpus, num_gpus, 0, "/tmp/mrrayXXXX")).replace(" 0 ", " <free> "))
-        print(f"cd {shlex.quote(str(workdir))} && RAY_ADDRESS=127.0.0.1:<port> {shlex.join(command)}")
+        print_dry_run(env, dtype_info, command, workdir, num_cpus, num_gpus)
         return None
-
-    shape = shape_from_args(args, env)
-    need = estimate_run_bytes(shape) if shape else None
-    if need is not None:
-        available = mem_available_bytes()
-        problem = check_fits(need, available)
-        if problem and env.get(SKIP_CHECK_ENV) != "1":
-            raise NotEnoughMemory(problem)  # before any process starts
-        if echo:
-            print(
-                f"[mrtpo.launch] memory: needs about {need / GIB:.1f} GiB (estimate), {available / GIB:.1f} GiB "
-                "available",
-                flush=True,
-            )
-    workdir.mkdir(parents=True, exist_ok=True)
-    for lock in clear_stale_build_locks(env["TORCH_EXTENSIONS_DIR"]):
-        print(f"[mrtpo.launch] removed a stale build lock (a killed extension build left it): {lock}", flush=True)
-    if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
-        metrics_path.unlink()  # metrics of this run only (a resumed run keeps them: the trainer continues them)
-    record = dict(dtype_info, module=module, provenance=provenance())
-    if need is not None:
-        record["memory_estimate_gib"] = round(need / GIB, 2)
-    (workdir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
+    need = check_memory(args, env, echo)
+    record = prepare_workdir(workdir, env, args, dict(dtype_info, module=module, provenance=provenance()), need)
     out = stream or sys.stdout
     log_path = workdir / "train.log"
     started = time.time()
@@ -555,15 +589,7 @@ def run_openrlhf_cpu(
                 watch=[head.temp_dir],
             )
             with watchdog:
-                for line in proc.stdout:
-                    watchdog.alive()
-                    trace.line(line)
-                    elapsed = time.time() - started
-                    log.write(line)
-                    for marker, name in MILESTONES.items():
-                        if marker in line and name not in milestones:
-                            milestones[name] = elapsed
-                    say(f"[{elapsed:7.1f}s] {line}")
+                follow_output(proc, log, watchdog, trace, started, milestones, say)
                 proc.wait()
             stopped = watchdog.reason
     except Interrupted as interrupted:
