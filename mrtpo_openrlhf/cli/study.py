@@ -23,10 +23,7 @@ def study_folders(cfg, args) -> tuple[Path, Path | None]:
     return args.out or REPO_ROOT / "runs" / "study" / cfg.name, None if str(results) == "none" else results
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.study", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-
+def add_probe_command(sub) -> None:
     p = sub.add_parser("probe", help="sample the base model on a task; per-reward pass rate and varying groups")
     p.add_argument("--task", required=True)
     p.add_argument("--data", type=Path, required=True)
@@ -40,72 +37,96 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="write the result as JSON here")
     p.add_argument("--save-samples", type=Path, help="write the samples as `diagnose --responses` rows")
 
-    c = sub.add_parser("coldstart", help="a short SFT of the base model on the tool layout (OpenRLHF's train_sft)")
-    c.add_argument("--out", type=Path, required=True, help="folder for the SFT'd HF model and cold_start.json")
-    c.add_argument("--model", default="smollm2")
-    c.add_argument("--steps", type=int, default=6, help="optimizer steps")
-    c.add_argument("--lr", type=float, default=3e-5)
-    c.add_argument("--batch", type=int, default=8)
-    c.add_argument("--exclude", type=Path, help="a provenance.json whose train/heldout ids the SFT rows must avoid")
 
-    h = sub.add_parser("heldout", help="score a checkpoint on unseen prompts (the study's primary endpoint)")
-    h.add_argument("--task", required=True)
-    h.add_argument("--data", type=Path, required=True, help="held-out prompts (JSONL)")
-    h.add_argument("--model", required=True, help="an HF model folder (a run's model/) or 'smollm2'")
-    h.add_argument("--prompts", type=int, default=64)
-    h.add_argument("--samples", type=int, default=4)
-    h.add_argument("--temperature", type=float, default=TEMPERATURE)
-    h.add_argument("--max-new-tokens", type=int, default=96)
-    h.add_argument("--out", type=Path, required=True, help="write the scores as JSON here")
+def add_coldstart_command(sub) -> None:
+    p = sub.add_parser("coldstart", help="a short SFT of the base model on the tool layout (OpenRLHF's train_sft)")
+    p.add_argument("--out", type=Path, required=True, help="folder for the SFT'd HF model and cold_start.json")
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--steps", type=int, default=6, help="optimizer steps")
+    p.add_argument("--lr", type=float, default=3e-5)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--exclude", type=Path, help="a provenance.json whose train/heldout ids the SFT rows must avoid")
 
-    r = sub.add_parser("run", help="train every (arm, seed) of a config that is not done yet (resumable)")
-    r.add_argument("config", type=Path, help="study config (TOML)")
-    r.add_argument("--out", type=Path, help="study folder (default: runs/study/<name>)")
-    r.add_argument("--arms", nargs="+", help="only these arms")
-    r.add_argument("--seeds", nargs="+", type=int, help="only these seeds")
-    r.add_argument(
+
+def add_heldout_command(sub) -> None:
+    p = sub.add_parser("heldout", help="score a checkpoint on unseen prompts (the study's primary endpoint)")
+    p.add_argument("--task", required=True)
+    p.add_argument("--data", type=Path, required=True, help="held-out prompts (JSONL)")
+    p.add_argument("--model", required=True, help="an HF model folder (a run's model/) or 'smollm2'")
+    p.add_argument("--prompts", type=int, default=64)
+    p.add_argument("--samples", type=int, default=4)
+    p.add_argument("--temperature", type=float, default=TEMPERATURE)
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--out", type=Path, required=True, help="write the scores as JSON here")
+
+
+def add_run_command(sub) -> None:
+    p = sub.add_parser("run", help="train every (arm, seed) of a config that is not done yet (resumable)")
+    p.add_argument("config", type=Path, help="study config (TOML)")
+    p.add_argument("--out", type=Path, help="study folder (default: runs/study/<name>)")
+    p.add_argument("--arms", nargs="+", help="only these arms")
+    p.add_argument("--seeds", nargs="+", type=int, help="only these seeds")
+    p.add_argument(
         "--stall-timeout",
         type=float,
         default=STALL_SECONDS,
         help="stop a run after this many seconds without output, a new step or log growth",
     )
-    r.add_argument("--timeout", type=float, default=None, help="optional wall limit per run, in seconds")
-    r.add_argument("--dry-run", action="store_true", help="print each run's command, run nothing")
-    r.add_argument(
+    p.add_argument("--timeout", type=float, default=None, help="optional wall limit per run, in seconds")
+    p.add_argument("--dry-run", action="store_true", help="print each run's command, run nothing")
+    p.add_argument(
         "--results",
         type=Path,
         help="committed results folder: finished runs are copied there and "
         "count as done (default: docs/results/<name>; 'none' to skip)",
     )
 
-    loc = sub.add_parser(
+
+def add_localize_command(sub) -> None:
+    p = sub.add_parser(
         "localize", help="diagnose the final checkpoints of one seed (and the base model) on the same prompts"
     )
-    loc.add_argument("config", type=Path, help="study config (TOML)")
-    loc.add_argument("--arms", nargs="+", default=["base", "gdpo", "mrtpo"], help="arms ('base': the untrained model)")
-    loc.add_argument("--seed", type=int, default=1, help="which seed's checkpoints")
-    loc.add_argument("--out", type=Path, help="study folder holding the checkpoints (default: runs/study/<name>)")
-    loc.add_argument(
+    p.add_argument("config", type=Path, help="study config (TOML)")
+    p.add_argument("--arms", nargs="+", default=["base", "gdpo", "mrtpo"], help="arms ('base': the untrained model)")
+    p.add_argument("--seed", type=int, default=1, help="which seed's checkpoints")
+    p.add_argument("--out", type=Path, help="study folder holding the checkpoints (default: runs/study/<name>)")
+    p.add_argument(
         "--results", type=Path, help="results folder for the summaries (default: docs/results/<name>; 'none' to skip)"
     )
-    loc.add_argument("--prompts", type=int, default=8)
-    loc.add_argument("--samples", type=int, default=4)
-    loc.add_argument("--sample-seed", type=int, default=7)
-    loc.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
+    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--samples", type=int, default=4)
+    p.add_argument("--sample-seed", type=int, default=7)
+    p.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
 
-    rep = sub.add_parser("report", help="markdown report + plots from a study folder")
-    rep.add_argument("dir", type=Path, help="study folder (runs/study/<name>) or a committed results folder")
-    rep.add_argument("--out", type=Path, help="report folder (default: DIR); run files are copied there")
-    rep.add_argument("--probe", type=Path, nargs="*", default=[], help="probe JSON files to include")
-    rep.add_argument("--format-reward", help="reward whose steps-to-threshold are reported (e.g. a format reward)")
-    rep.add_argument("--threshold", type=float, default=0.8)
-    rep.add_argument("--notes", type=Path, help="markdown file included near the top (set-up, caveats)")
-    rep.add_argument(
+
+def add_report_command(sub) -> None:
+    p = sub.add_parser("report", help="markdown report + plots from a study folder")
+    p.add_argument("dir", type=Path, help="study folder (runs/study/<name>) or a committed results folder")
+    p.add_argument("--out", type=Path, help="report folder (default: DIR); run files are copied there")
+    p.add_argument("--probe", type=Path, nargs="*", default=[], help="probe JSON files to include")
+    p.add_argument("--format-reward", help="reward whose steps-to-threshold are reported (e.g. a format reward)")
+    p.add_argument("--threshold", type=float, default=0.8)
+    p.add_argument("--notes", type=Path, help="markdown file included near the top (set-up, caveats)")
+    p.add_argument(
         "--comparisons",
         help="declared comparisons A:B,... (Holm-adjusted together on the primary endpoint; default: the config's "
         "`comparisons`, else the report's: mrtpo:gdpo, gdpo:grpo and mrtpo against each placement's arm)",
     )
-    rep.add_argument("--alpha", type=float, default=0.05, help="decision level of the verdicts")
+    p.add_argument("--alpha", type=float, default=0.05, help="decision level of the verdicts")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.study", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for add in (
+        add_probe_command,
+        add_coldstart_command,
+        add_heldout_command,
+        add_run_command,
+        add_localize_command,
+        add_report_command,
+    ):
+        add(sub)
     return ap
 
 
