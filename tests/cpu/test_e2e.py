@@ -16,7 +16,6 @@ function. An exit code of 0 proves little (three known CPU failures exit 0), so 
 import json
 import math
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import pytest
 import torch
 
 from mrtpo_openrlhf.launch import cpu_grpo_args, run_openrlhf_cpu, write_prompt_jsonl
+from mrtpo_openrlhf.launch.runner import free_port
 from mrtpo_openrlhf.metrics import read_metrics
 from mrtpo_openrlhf.models import make_tiny_model
 
@@ -151,12 +151,6 @@ def test_gdpo_one_step(setup):
     assert dump["rows"] and any(abs(r["gdpo"]) > 1e-3 for r in dump["rows"].values())
     for row in dump["rows"].values():  # GDPO: every token of a response gets its response-level advantage
         assert torch.allclose(row["advantages"], torch.full_like(row["advantages"], row["gdpo"]), atol=1e-5)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
