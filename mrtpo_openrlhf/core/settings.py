@@ -106,7 +106,9 @@ class RunSettings:
 
     Read by the embedded default (``launch/default.py``), the study config, the probe and held-out scoring, and
     pinned equal to the GPU script's defaults (``examples/scripts/_launch_gpu.sh``) by a test. ``max_new_tokens``
-    None: the task's own (the task package on CPU, the task's script on GPU).
+    None: the task's own (the task package on CPU, the task's script on GPU). ``micro_batch_size``: sequences per
+    log-prob forward and per training forward/backward on an actor rank (gradients accumulate over the step);
+    None: the step's whole batch at once (the GPU script derives its own from the GPU count).
     """
 
     temperature: float
@@ -114,10 +116,13 @@ class RunSettings:
     prompts_per_step: int
     samples_per_prompt: int
     max_new_tokens: int | None = None
+    micro_batch_size: int | None = None
 
 
 RUN_SETTINGS: dict[str, RunSettings] = {
     # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.
-    "cpu": RunSettings(temperature=0.7, lr=2e-6, prompts_per_step=2, samples_per_prompt=4),
+    # micro-batches of 4: the training forward/backward of all 8 sequences at once held 3.4 GiB of activations on
+    # SmolLM2-135M, 4 at a time 1.7 GiB, no slower (benchmarks/default_memory.py; docs/cpu.md)
+    "cpu": RunSettings(temperature=0.7, lr=2e-6, prompts_per_step=2, samples_per_prompt=4, micro_batch_size=4),
     "gpu": RunSettings(temperature=1.0, lr=1e-6, prompts_per_step=64, samples_per_prompt=8),
 }

@@ -54,6 +54,7 @@ def mrtpo_cpu_args(
         lr=lr,
         estimator=estimator,
         seed=seed,
+        micro_batch_size=RUN.micro_batch_size,
     )
     args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]
     # only what the estimator reads (gdpo none of these; the CLI warns about flags without effect)

