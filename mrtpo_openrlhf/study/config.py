@@ -65,7 +65,6 @@ class Arm:
 
 
 BASELINE_ARMS: dict[str, Arm] = {"grpo": Arm("group_norm"), "gdpo": Arm("gdpo")}
-STUDY_RUN_SETTINGS = ("temperature", "lr", "prompts_per_step", "samples_per_prompt", "max_new_tokens")
 PLACEMENT_ESTIMATOR = "mrtpo"  # the estimator that reads --algo.mrtpo.placement
 
 
@@ -140,9 +139,10 @@ class StudyConfig:
 
     def __post_init__(self):
         run = RUN_SETTINGS.get(self.backend)
-        # the run settings a study config sets (micro-batches: a study gives its own in extra_args)
+        # the run settings a study config has a field for (micro-batches: a study gives its own in extra_args)
+        own = {f.name for f in fields(self)}
         for f in fields(RunSettings):
-            if f.name in STUDY_RUN_SETTINGS and getattr(self, f.name) is None and run is not None:
+            if f.name in own and getattr(self, f.name) is None and run is not None:
                 object.__setattr__(self, f.name, getattr(run, f.name))
         if self.max_new_tokens is None and self.task in TASKS:
             object.__setattr__(self, "max_new_tokens", TASKS[self.task].cpu_max_new_tokens)

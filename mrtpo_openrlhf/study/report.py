@@ -879,6 +879,12 @@ def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, 
                 f"asks of the best of {m} declared comparisons. No declared comparison can be *held* or "
                 "*contradicted* at this size; the t-intervals are descriptive."
             )
+    short = [f"{a} - {b} ({p.n} of {p.planned})" for (a, b), p in declared.items() if p is not None and p.incomplete]
+    if short:
+        out.append(
+            "Declared comparisons short of their planned seeds are *incomplete*: " + ", ".join(short) + ". Their "
+            "numbers can still move as seeds come in; none of them is judged, whatever its p."
+        )
     narrow = [
         f"{label} (seed sd {_fmt(_sd(p))}, noise floor {_fmt(p.noise)})"
         for label, p in {

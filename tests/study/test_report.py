@@ -256,6 +256,7 @@ def test_a_comparison_short_of_its_planned_seeds_is_incomplete_and_not_judged(tm
     assert "| incomplete |" in claim2 and "8 of 10 planned seeds: unadjusted, not judged" in claim2
     claim3b = next(line for line in md.splitlines() if line.startswith("| 3b."))
     assert "| held |" in claim3b
+    assert "*incomplete*: mrtpo - gdpo (8 of 10), mrtpo - mrtpo-shuffle (8 of 10). Their numbers can still move" in md
 
 
 def test_a_partial_study_is_adjusted_over_every_declared_comparison(tmp_path):
