@@ -94,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--format-reward", help="reward whose steps-to-threshold are reported (e.g. a format reward)")
     rep.add_argument("--threshold", type=float, default=0.8)
     rep.add_argument("--notes", type=Path, help="markdown file included near the top (set-up, caveats)")
+    rep.add_argument(
+        "--comparisons",
+        help="declared comparisons A:B,... (Holm-adjusted together on the primary endpoint; default: the config's "
+        "`comparisons`, else mrtpo:gdpo,gdpo:grpo,mrtpo:mrtpo-shuffle,mrtpo:mrtpo-joint)",
+    )
+    rep.add_argument("--alpha", type=float, default=0.05, help="decision level of the verdicts")
 
     args = ap.parse_args(argv)
     if args.cmd == "report":
@@ -101,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if not args.dir.is_dir():
             ap.error(f"{args.dir}: no such study folder")
+        if not 0 < args.alpha < 1:
+            ap.error(f"--alpha {args.alpha}: must lie between 0 and 1")
         missing = [str(p) for p in [*args.probe, *([args.notes] if args.notes else [])] if not p.is_file()]
         if missing:
             ap.error(f"no such file: {', '.join(missing)}")
@@ -112,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.format_reward,
                 args.threshold,
                 args.notes.read_text(encoding="utf-8") if args.notes else "",
+                comparisons=args.comparisons,
+                alpha=args.alpha,
             )
         except ReportError as exc:
             print(f"[study] {exc}", file=sys.stderr)

@@ -25,6 +25,8 @@
     heldout = ""                    # unseen prompts (JSONL): each final checkpoint is scored on them after its run
     heldout_prompts = 64            # the first rows of `heldout`
     heldout_samples = 4
+    comparisons = []                # the declared comparisons "a:b" (A - B paired by seed, Holm together), for the
+                                    # report; empty: the report's default
 
 Every arm of one seed gets the same prompts, data order, rollout seed and initial model (``--train.seed``).
 """
@@ -96,6 +98,7 @@ class StudyConfig:
     heldout: str = ""
     heldout_prompts: int = 64
     heldout_samples: int = 4
+    comparisons: list[str] = field(default_factory=list)
 
     def data_path(self) -> Path:
         return _repo_path(self.data)
@@ -181,6 +184,10 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
             raise ConfigError(f"{where}: arm_seeds.{arm} {seeds} must be a non-empty subset of seeds {cfg.seeds}")
     if cfg.heldout and not cfg.heldout_path().is_file():
         raise ConfigError(f"{where}: heldout {cfg.heldout!r}: no such file")
+    for item in cfg.comparisons:
+        a, sep, b = str(item).partition(":")
+        if not sep or a not in cfg.arms or b not in cfg.arms or a == b:
+            raise ConfigError(f"{where}: comparisons {item!r}: give 'A:B' with two different arms of {cfg.arms}")
     for key in ("heldout_prompts", "heldout_samples"):
         if int(getattr(cfg, key)) < 1:
             raise ConfigError(f"{where}: {key} must be >= 1")

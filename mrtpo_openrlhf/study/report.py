@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from dataclasses import asdict
+import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,12 +21,27 @@ import numpy as np
 from mrtpo_openrlhf.metrics import first_key, read_metrics
 
 from .config import ARMS
-from .stats import Paired, area, mean_band, paired, steps_to
+from .stats import (
+    ALPHA,
+    BOOTSTRAP_MIN_SEEDS,
+    Paired,
+    area,
+    heldout_noise,
+    holm,
+    mean_band,
+    noise_floor,
+    paired,
+    steps_to,
+    t975,
+    t_interval,
+)
 
 SMALL_FILES = ("metrics.jsonl", "config.json", "command.txt", "result.json", "run.json", "heldout.json")
 TOTAL = "total"  # the summed reward (what GRPO optimizes)
 LENGTH_KEYS = ("rollout/response_length_mean", "response_length", "rollout/response_length")
 STEP_TIME_KEYS = ("timing/step_wall",)  # timing/step_total double-counts (it sums the other timings)
+# The declared comparisons by default (claims 2, 3a, 3b), Holm-adjusted together; COMPARISONS are described too.
+DECLARED = [("mrtpo", "gdpo"), ("gdpo", "grpo"), ("mrtpo", "mrtpo-shuffle"), ("mrtpo", "mrtpo-joint")]
 COMPARISONS = [
     ("mrtpo", "gdpo"),
     ("mrtpo", "grpo"),
@@ -122,14 +138,222 @@ def _mean(values: Sequence[float]) -> float:
     return sum(vals) / len(vals) if vals else math.nan
 
 
-def compare(runs, a: str, b: str, key: str, steps: int, fn=area) -> Paired | None:
-    if a not in runs or b not in runs:
+# ------------------------------------------------------------------------------------------- run files
+@dataclass
+class Study:
+    """Everything the report reads: metrics by run, each run's small JSON files, the config as run."""
+
+    root: Path  # the folder holding <arm>/seed<k>/
+    folder: Path  # the study or results folder (prompts/, localization/)
+    runs: dict[str, dict[int, list[dict[str, Any]]]]
+    files: dict[str, dict[int, dict[str, Any]]]  # arm -> seed -> {"run", "heldout", "result", "config"} or None
+    config: dict[str, Any]
+    steps: int
+    names: list[str]
+
+    def file(self, arm: str, seed: int, name: str) -> dict[str, Any] | None:
+        return self.files.get(arm, {}).get(seed, {}).get(name)
+
+    @property
+    def has_heldout(self) -> bool:
+        return any(f.get("heldout") for by in self.files.values() for f in by.values())
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
         return None
-    va, vb = per_seed(runs, a, key, steps, fn), per_seed(runs, b, key, steps, fn)
-    seeds = sorted(set(va) & set(vb))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+
+
+def load_study(root: Path, folder: Path, config: dict[str, Any]) -> Study:
+    runs = load_runs(root)
+    files = {
+        arm: {
+            seed: {
+                name: _read_json(root / arm / f"seed{seed}" / f"{name}.json")
+                for name in ("run", "heldout", "result", "config")
+            }
+            for seed in by
+        }
+        for arm, by in runs.items()
+    }
+    steps = int(config.get("steps") or max(len(r) for by in runs.values() for r in by.values()))
+    return Study(root, folder, runs, files, config, steps, reward_names(runs))
+
+
+def parse_comparisons(text: str, flag: str = "--comparisons") -> list[tuple[str, str]]:
+    """``a:b,c:d`` -> [(a, b), (c, d)]; each arm one of ``ARMS``."""
+    out = []
+    for item in [x.strip() for x in str(text).split(",") if x.strip()]:
+        a, sep, b = item.partition(":")
+        if not sep or a not in ARMS or b not in ARMS or a == b:
+            raise ReportError(f"{flag} {item!r}: give A:B with two different arms of {', '.join(ARMS)}")
+        out.append((a, b))
+    if not out:
+        raise ReportError(f"{flag}: no comparison given")
+    return out
+
+
+def declared_comparisons(config: dict[str, Any], given: str | None) -> tuple[list[tuple[str, str]], str]:
+    """The declared comparisons and where they came from: ``--comparisons``, else the config's ``comparisons``
+    (a list of "a:b" or a string), else ``DECLARED``."""
+    if given:
+        return parse_comparisons(given), "--comparisons"
+    raw = config.get("comparisons")
+    if raw:
+        text = raw if isinstance(raw, str) else ",".join(x if isinstance(x, str) else ":".join(x) for x in raw)
+        return parse_comparisons(text, "study.json comparisons"), "the config (study.json `comparisons`)"
+    return list(DECLARED), "the report's default"
+
+
+def pair_problem(study: Study, a: str, b: str, seed: int) -> str | None:
+    """Why runs (a, seed) and (b, seed) must not be paired: another training path, dtype or base model (its
+    weights' sha256 in ``config.json``); None: pair them. Runs without provenance are paired and reported as such."""
+    ra, rb = study.file(a, seed, "run") or {}, study.file(b, seed, "run") or {}
+    pa, pb = ra.get("provenance"), rb.get("provenance")
+    problems = []
+    if pa and pb and pa.get("training_path") != pb.get("training_path"):
+        problems.append(f"training path {pa.get('training_path')} vs {pb.get('training_path')}")
+    elif bool(pa) != bool(pb):
+        problems.append(f"provenance recorded for {a if pa else b} only")
+    da, db = ra.get("cpu_dtype"), rb.get("cpu_dtype")
+    if da and db and da != db:
+        problems.append(f"dtype {da} vs {db}")
+    wa, wb = (((study.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256") for arm in (a, b))
+    if wa and wb and wa != wb:
+        problems.append(f"base model weights {wa[:12]} vs {wb[:12]}")
+    return "; ".join(problems) or None
+
+
+def exclusions(study: Study, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str, int], str]:
+    out = {}
+    for a, b in dict.fromkeys(pairs):
+        for seed in sorted(set(study.runs.get(a, {})) & set(study.runs.get(b, {}))):
+            why = pair_problem(study, a, b, seed)
+            if why:
+                out[(a, b, seed)] = why
+    return out
+
+
+# ------------------------------------------------------------------------------------------- endpoints
+@dataclass(frozen=True)
+class Endpoint:
+    """What is compared: ``heldout`` (the final checkpoint on unseen prompts), ``auc`` (mean over training steps)
+    or ``final`` (the last training step), of ``name`` (a reward, ``total``, or ``length``)."""
+
+    kind: str
+    name: str
+
+    def label(self) -> str:
+        what = {TOTAL: "summed reward", LENGTH: "response length (tokens)"}.get(self.name, self.name)
+        return {"heldout": f"held-out {what}", "auc": f"{what}, training AUC", "final": f"{what}, final step"}[
+            self.kind
+        ]
+
+
+LENGTH = "length"
+
+
+def _metric_key(study: Study, name: str) -> str | None:
+    if name == LENGTH:
+        return length_key(study.runs)
+    return TOTAL if name == TOTAL else f"reward/{name}/mean"
+
+
+def endpoint_values(study: Study, arm: str, ep: Endpoint) -> dict[int, float]:
+    """Per seed, the endpoint's value for ``arm`` (NaN where the run has no such value)."""
+    if ep.kind == "heldout":
+        out = {}
+        for seed in study.runs.get(arm, {}):
+            h = study.file(arm, seed, "heldout")
+            if not h:
+                out[seed] = math.nan
+            elif ep.name == TOTAL:
+                out[seed] = float(h["total"])
+            elif ep.name == LENGTH:
+                out[seed] = float(h.get("mean_response_tokens", math.nan))
+            else:
+                out[seed] = float(h.get("rewards", {}).get(ep.name, math.nan))
+        return out
+    key = _metric_key(study, ep.name)
+    if key is None:
+        return {}
+    return per_seed(study.runs, arm, key, study.steps, area if ep.kind == "auc" else _last)
+
+
+def _seed_noise(study: Study, a: str, b: str, seeds: Sequence[int], ep: Endpoint) -> float:
+    """The within-run noise floor of one seed's A - B (``stats.noise_floor`` / ``stats.heldout_noise``)."""
+    if ep.kind in ("auc", "final"):
+        key = _metric_key(study, ep.name)
+        ca = [series(study.runs[a][s], key, study.steps) for s in seeds]
+        cb = [series(study.runs[b][s], key, study.steps) for s in seeds]
+        return noise_floor(ca, cb, ep.kind)
+    per = []
+    for s in seeds:
+        ha, hb = study.file(a, s, "heldout"), study.file(b, s, "heldout")
+        if ep.name == TOTAL:
+            per.append(heldout_noise(ha.get("per_prompt_total", []), hb.get("per_prompt_total", [])))
+        elif ep.name != LENGTH:  # a 0/1 reward: the binomial standard error over the scored responses
+            va, vb = (h.get("rewards", {}).get(ep.name, math.nan) for h in (ha, hb))
+            na, nb = max(1, ha.get("responses", 1)), max(1, hb.get("responses", 1))
+            per.append(math.sqrt(va * (1 - va) / na + vb * (1 - vb) / nb))
+    per = [x for x in per if not math.isnan(x)]
+    return math.sqrt(float(np.mean(np.square(per)))) if per else math.nan
+
+
+def compare(study: Study, a: str, b: str, ep: Endpoint, excluded=None) -> Paired | None:
+    """A - B paired by seed on ``ep``; seeds in ``excluded`` (``exclusions``) are left out."""
+    if a not in study.runs or b not in study.runs:
+        return None
+    va, vb = endpoint_values(study, a, ep), endpoint_values(study, b, ep)
+    seeds = [
+        s
+        for s in sorted(set(va) & set(vb))
+        if (a, b, s) not in (excluded or {}) and not (math.isnan(va[s]) or math.isnan(vb[s]))
+    ]
     if not seeds:
         return None
-    return paired(np.array([va[s] for s in seeds]), np.array([vb[s] for s in seeds]))
+    p = paired(np.array([va[s] for s in seeds]), np.array([vb[s] for s in seeds]))
+    p.noise = _seed_noise(study, a, b, seeds, ep)
+    return p
+
+
+def primary_endpoint(study: Study) -> Endpoint:
+    return Endpoint("heldout" if study.has_heldout else "auc", TOTAL)
+
+
+def _p(x: float | None) -> str:
+    if x is None or math.isnan(x):
+        return "–"
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def _sd(p: Paired) -> float:
+    """The seed-to-seed sd of the difference, back from the t-interval."""
+    if p.n < 2 or math.isnan(p.t_high):
+        return math.nan
+    return (p.t_high - p.mean) * math.sqrt(p.n) / t975(p.n - 1)
+
+
+def comparison_rows(results: dict[str, Paired], with_holm: bool, alpha: float) -> list[str]:
+    boot = any(p.n >= BOOTSTRAP_MIN_SEEDS for p in results.values())
+    head = ["A - B", "endpoint", "seeds", "mean", "95% t-interval", "noise floor", "seed sd", "sign-flip p"]
+    head += (["Holm p"] if with_holm else []) + (["bootstrap 95%"] if boot else []) + ["A higher in", "verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, p in results.items():
+        pair, ep = label.split(" | ")
+        t_ci = _interval(p.t_low, p.t_high) if p.n > 1 else "–"
+        cells = [pair, ep, str(p.n), f"{p.mean:+.3f}", t_ci, _fmt(p.noise), _fmt(_sd(p)), _p(p.p_signflip)]
+        if with_holm:
+            cells.append(_p(p.p_holm))
+        if boot:
+            cells.append(_interval(p.boot_low, p.boot_high) if p.n >= BOOTSTRAP_MIN_SEEDS else "–")
+        cells += [f"{p.wins}/{p.n}", p.verdict(alpha)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(runs, keys: list[str], steps: int, out: Path, titles: dict[str, str] | None = None) -> Path:
@@ -164,122 +388,6 @@ def plot(runs, keys: list[str], steps: int, out: Path, titles: dict[str, str] | 
     return out
 
 
-def claims(runs, names: list[str], steps: int, format_reward: str | None, threshold: float) -> list[dict[str, str]]:
-    """The paper's claims checked against this study, each with the numbers behind its verdict."""
-    out = []
-
-    def line(p: Paired | None) -> str:
-        if p is None:
-            return "not run"
-        if p.n < 2:
-            return f"{p.mean:+.3f} (one seed: no interval; higher in {p.wins}/{p.n})"
-        return (
-            f"{p.mean:+.3f} (95% t-CI {_interval(p.t_low, p.t_high)}, bootstrap {_interval(p.boot_low, p.boot_high)}, "
-            f"higher in {p.wins}/{p.n} seeds)"
-        )
-
-    def held(p: Paired | None, want: str) -> str:
-        if p is None:
-            return "not tested"
-        v = p.verdict()
-        if v == want:
-            return "held"
-        if v in ("A > B", "A < B"):
-            return "contradicted"
-        return "not resolved" if v != "too few seeds" else "too few seeds"
-
-    tok = {
-        n: _mean(
-            [
-                v
-                for rows in runs.get("mrtpo", {}).values()
-                for r in rows
-                if isinstance(v := r.get(f"mrtpo/{n}/tokens_for_80pct"), float)
-            ]
-        )
-        for n in names
-    }
-    measured = "; ".join(f"{n}: {_fmt(v, 3, pct=True)}" for n, v in tok.items() if not math.isnan(v))
-    out.append(
-        {
-            "claim": "1. Localization: 80% of a reward's distance on few tokens (paper: 26-29% of the tokens on "
-            "SQL, 13-15% on tool calling; uniform relevance would need 80%)",
-            "verdict": "see numbers",
-            "evidence": f"MRTPO arm, replayed pairs during training, tokens for 80%: {measured or 'not measured'}",
-        }
-    )
-    conv = [compare(runs, "mrtpo", "gdpo", TOTAL, steps), compare(runs, "gdpo", "grpo", TOTAL, steps)]
-    state = [held(p, "A > B") for p in conv]
-    out.append(
-        {
-            "claim": "2. Rewards rise faster: MRTPO > GDPO > GRPO (area under the summed-reward curve)",
-            "verdict": "held"
-            if state == ["held", "held"]
-            else (
-                "contradicted"
-                if "contradicted" in state
-                else "too few seeds"
-                if "too few seeds" in state
-                else "not tested"
-                if "not tested" in state
-                else "not resolved"
-            ),
-            "evidence": f"MRTPO-GDPO {line(conv[0])}; GDPO-GRPO {line(conv[1])}",
-        }
-    )
-    if format_reward:
-        key = f"reward/{format_reward}/mean"
-        reach = {arm: [steps_to(row, threshold) for row in curves(runs, arm, key, steps)[1]] for arm in runs}
-        txt = "; ".join(f"{arm}: {', '.join(str(s) if s else f'>{steps}' for s in v)}" for arm, v in reach.items())
-        out.append(
-            {
-                "claim": f"2b. Steps to {format_reward} >= {threshold} (3-step trailing mean), per seed",
-                "verdict": "see numbers",
-                "evidence": txt,
-            }
-        )
-    shuf = compare(runs, "mrtpo", "mrtpo-shuffle", TOTAL, steps)
-    out.append(
-        {
-            "claim": "3a. Shuffling the weights within the response removes the gain (MRTPO > shuffle)",
-            "verdict": held(shuf, "A > B"),
-            "evidence": f"MRTPO-shuffle {line(shuf)}",
-        }
-    )
-    joint = compare(runs, "mrtpo", "mrtpo-joint", TOTAL, steps)
-    out.append(
-        {
-            "claim": "3b. One shared profile (joint) is weaker than per-reward placement (MRTPO > joint)",
-            "verdict": held(joint, "A > B"),
-            "evidence": f"MRTPO-joint {line(joint)}",
-        }
-    )
-    frac = (
-        _mean([_mean(list(per_seed(runs, "mrtpo", "mrtpo/replayed_pairs_frac", steps, area).values()))])
-        if "mrtpo" in runs
-        else math.nan
-    )
-    ratio = step_time_ratio(runs, steps)
-    out.append(
-        {
-            "claim": "4. Cost: 12-21% of (response, reward) pairs replayed; a step 10-20% longer than GDPO",
-            "verdict": "see numbers",
-            "evidence": f"replayed pairs {_fmt(frac, 3, pct=True)} (steps with beta > 0 included); "
-            f"MRTPO/GDPO mean step time {_fmt(ratio, 2)}",
-        }
-    )
-    lk = length_key(runs)
-    length = compare(runs, "mrtpo", "gdpo", lk, steps, _last) if lk else None
-    out.append(
-        {
-            "claim": "5. Shorter responses than GDPO (final-step mean length, MRTPO - GDPO, tokens)",
-            "verdict": held(length, "A < B"),
-            "evidence": line(length),
-        }
-    )
-    return out
-
-
 def length_key(runs) -> str | None:
     for by_seed in runs.values():
         for rows in by_seed.values():
@@ -287,21 +395,6 @@ def length_key(runs) -> str | None:
             if key:
                 return key
     return None
-
-
-def step_time_ratio(runs, steps: int) -> float:
-    """Mean step time of MRTPO over GDPO, both in this study (same machine, runs interleaved by seed)."""
-
-    def mean_time(arm):
-        vals = []
-        for rows in runs.get(arm, {}).values():
-            for row in rows[1:]:  # the first step carries JIT/warm-up costs
-                key = first_key(row, *STEP_TIME_KEYS)
-                if key:
-                    vals.append(row[key])
-        return _mean(vals)
-
-    return mean_time("mrtpo") / mean_time("gdpo") if "mrtpo" in runs and "gdpo" in runs else math.nan
 
 
 def arm_table(runs, names: list[str], steps: int, format_reward: str | None, threshold: float) -> list[str]:
@@ -408,6 +501,435 @@ def probe_section(probe_files: Sequence[Path]) -> list[str]:
     return out
 
 
+# ------------------------------------------------------------------------------------------- sections
+def provenance_section(study: Study, excluded: dict[tuple[str, str, int], str]) -> list[str]:
+    rows, missing = [], []
+    for arm in ARMS:
+        for seed in sorted(study.runs.get(arm, {})):
+            run = study.file(arm, seed, "run") or {}
+            prov = run.get("provenance")
+            if not prov:
+                missing.append(f"{arm} seed {seed}")
+                continue
+            load = prov.get("loadavg") or []
+            rows.append(
+                f"| {arm} | {seed} | `{str(prov.get('commit') or '?')[:10]}` | {prov.get('dirty')} | "
+                f"`{prov.get('training_path')}` | {prov.get('training_path_dirty')} | {run.get('cpu_dtype', '–')} | "
+                f"{prov.get('cpu_model', '–')} ({prov.get('cpu_capability', '–')}) | "
+                f"{' / '.join(f'{x:.1f}' for x in load) or '–'} |"
+            )
+    md = ["## Provenance", ""]
+    if not rows:
+        md += [
+            "No provenance recorded: no run's `run.json` has a `provenance` entry (these runs predate it), so the "
+            "report cannot check that paired runs trained on the same code (training path) at the same commit; "
+            "only their dtypes are compared.",
+            "",
+        ]
+    else:
+        md += [
+            "| arm | seed | commit | dirty | training path | training path dirty | dtype | CPU | load 1/5/15 min |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+        if missing:
+            md += [f"No provenance recorded: {', '.join(missing)}.", ""]
+    if excluded:
+        md += [
+            "**Excluded pairs** (not paired: another training path, dtype or base model, or provenance on one side "
+            "only): " + "; ".join(f"{a} / {b} seed {s} ({why})" for (a, b, s), why in excluded.items()) + ".",
+            "",
+        ]
+    else:
+        md += ["Excluded pairs: none (no paired runs differ in training path or dtype).", ""]
+    return md
+
+
+def prompt_section(study: Study) -> tuple[list[str], dict[str, Any]]:
+    """How many distinct prompts each run trained on, and how the seeds' prompts overlap."""
+    found = {}
+    for base in (study.folder, study.root):
+        for path in sorted((base / "prompts").glob("seed*.json")):
+            if path.stem[4:].isdigit():
+                found.setdefault(int(path.stem[4:]), json.loads(path.read_text(encoding="utf-8")))
+    pps = study.config.get("prompts_per_step")
+    per_run = study.steps * int(pps) if pps else None
+    md = ["## Prompts seen", ""]
+    if found:
+        ids = {s: [str(x) for x in rec.get("ids", rec.get("indices", []))] for s, rec in found.items()}
+        union = set().union(*ids.values())
+        shared = set.intersection(*(set(v) for v in ids.values()))
+        md.append(
+            "Each seed draws its own training prompts (every arm of a seed gets them; `prompts/seed<k>.json`): "
+            + "; ".join(f"seed {s}: {len(set(v))} distinct of {len(v)}" for s, v in sorted(ids.items()))
+            + f". Over all {len(ids)} seeds: {len(union)} distinct prompts, {len(shared)} in every seed."
+        )
+        info = {
+            "per_seed": {s: len(set(v)) for s, v in ids.items()},
+            "distinct_all": len(union),
+            "in_every_seed": len(shared),
+        }
+    else:
+        draw = study.config.get("prompt_draw", "first")
+        md.append(
+            f"No per-seed prompt draws recorded (`prompt_draw = {draw!r}`): every run trained on the first "
+            f"{per_run or '`max_samples`'} rows (steps x prompts per step) of "
+            f"`{study.config.get('data', 'the data')}`, "
+            f"since upstream takes the first `max_samples` rows: the same {per_run or ''} prompts in every seed and "
+            "arm. A seed changes their order and the sampling, not which prompts are seen."
+            if draw == "first"
+            else f"`prompt_draw = {draw!r}` but no `prompts/seed<k>.json` found: prompts seen unknown."
+        )
+        info = {
+            "per_seed": None,
+            "distinct_all": per_run if draw == "first" else None,
+            "same_in_every_seed": draw == "first",
+        }
+    return md + [""], info
+
+
+def heldout_table(study: Study) -> list[str]:
+    names = sorted(
+        {n for by in study.files.values() for f in by.values() if f.get("heldout") for n in f["heldout"]["rewards"]}
+    )
+    head = ["arm", "scored runs"] + names + [TOTAL, "response length", "truncated"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm in ARMS:
+        hs = [f["heldout"] for f in study.files.get(arm, {}).values() if f.get("heldout")]
+        if not hs:
+            continue
+        cells = [arm, f"{len(hs)}/{len(study.runs[arm])}"]
+        cells += [_fmt(_mean([h["rewards"].get(n, math.nan) for h in hs]), 3) for n in names]
+        cells += [
+            _fmt(_mean([h["total"] for h in hs]), 3),
+            _fmt(_mean([h.get("mean_response_tokens", math.nan) for h in hs]), 1),
+            _fmt(_mean([h.get("truncated_frac", math.nan) for h in hs]), 3, pct=True),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    setup = next(
+        (f["heldout"].get("setup") for by in study.files.values() for f in by.values() if f.get("heldout")), None
+    )
+    if setup:
+        lines += [
+            "",
+            f"Each final checkpoint scored on `{setup.get('data')}`: {setup.get('prompts')} prompts x "
+            f"{setup.get('samples')} samples, T={setup.get('temperature')}, {setup.get('max_new_tokens')} new tokens, "
+            f"sampling seed {setup.get('seed')}, through the task's own `reward_func`.",
+        ]
+    return lines
+
+
+def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]]:
+    """MRTPO / GDPO step time paired within a seed (both runs on one machine, back to back) and the replay's
+    share of the MRTPO step."""
+
+    def mean_time(rows):
+        return _mean([row[k] for row in rows[1:] if (k := first_key(row, *STEP_TIME_KEYS))])  # step 1: warm-up
+
+    def load(arm, seed):
+        prov = (study.file(arm, seed, "run") or {}).get("provenance") or {}
+        if prov.get("loadavg"):
+            return f"{prov['loadavg'][1]:.1f}"
+        res = study.file(arm, seed, "result") or {}
+        lo = res.get("loadavg_5min_start_end")
+        return f"{lo[0]:.1f}->{lo[1]:.1f}" if lo else "–"
+
+    rows, ratios = [], []
+    for seed in sorted(set(study.runs.get("mrtpo", {})) & set(study.runs.get("gdpo", {}))):
+        if ("mrtpo", "gdpo", seed) in excluded:
+            continue
+        tm, tg = mean_time(study.runs["mrtpo"][seed]), mean_time(study.runs["gdpo"][seed])
+        share = area(series(study.runs["mrtpo"][seed], "mrtpo/replay_share_of_step", study.steps))
+        ratio = tm / tg if tg and not math.isnan(tm) else math.nan
+        ratios.append(ratio)
+        rows.append(
+            f"| {seed} | {_fmt(tg, 1)} | {_fmt(tm, 1)} | {_fmt(ratio, 2)} | {_fmt(share, 3, pct=True)} | "
+            f"{load('gdpo', seed)} | {load('mrtpo', seed)} |"
+        )
+    if not rows:
+        return [], {}
+    mean, lo, hi = t_interval(ratios)
+    md = [
+        "## Step cost (MRTPO / GDPO, paired within a seed)",
+        "",
+        "| seed | GDPO step (s) | MRTPO step (s) | MRTPO / GDPO | replay share of the MRTPO step | load GDPO | "
+        "load MRTPO |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        f"MRTPO / GDPO step time over {len(ratios)} seed{'s' if len(ratios) > 1 else ''}: {_fmt(mean, 2)}"
+        + (f" (95% t-interval {_fmt(lo, 2)} to {_fmt(hi, 2)})" if not math.isnan(lo) else "")
+        + ". Step times exclude step 1 (warm-up); load: the 5-minute load average (provenance at the run's start, "
+        "else `result.json`'s start -> end). A ratio of runs made at different loads says little.",
+        "",
+    ]
+    return md, {"ratio_mean": mean, "ratio_low": lo, "ratio_high": hi, "per_seed": ratios}
+
+
+def _evidence(p: Paired | None, declared: bool = True) -> str:
+    if p is None:
+        return "not run"
+    if p.n < 2:
+        return f"{p.mean:+.3f} (one seed: no interval; higher in {p.wins}/{p.n})"
+    holm_p = f", Holm p {_p(p.p_holm)}" if p.p_holm is not None else ""
+    note = "" if declared else "; not declared: unadjusted"
+    return (
+        f"{p.mean:+.3f} (95% t-CI {_interval(p.t_low, p.t_high)}, noise floor {_fmt(p.noise)}, sign-flip p "
+        f"{_p(p.p_signflip)}{holm_p}, higher in {p.wins}/{p.n} seeds{note})"
+    )
+
+
+def _held(p: Paired | None, want: str, alpha: float) -> str:
+    if p is None:
+        return "not tested"
+    v = p.verdict(alpha)
+    if v == want:
+        return "held"
+    if v in ("A > B", "A < B"):
+        return "contradicted"
+    return "too few seeds" if v == "too few seeds" else "not resolved"
+
+
+def _combine(states: list[str]) -> str:
+    for state in ("contradicted", "not tested", "too few seeds", "not resolved"):
+        if state in states:
+            return state
+    return "held"
+
+
+def claims(
+    study: Study,
+    declared: dict[tuple[str, str], Paired | None],
+    primary: Endpoint,
+    excluded,
+    format_reward: str | None,
+    threshold: float,
+    alpha: float,
+    cost: dict[str, Any],
+) -> list[dict[str, str]]:
+    """The paper's claims checked against this study, each with the numbers behind its verdict."""
+
+    def get(a, b, ep=primary):
+        if ep == primary and (a, b) in declared:
+            return declared[(a, b)], True
+        return compare(study, a, b, ep, excluded), False
+
+    out = []
+    loc = load_null_controls(study.folder)
+    if loc:
+        parts = []
+        for label, rewards in loc.items():
+            for name, nc in sorted(rewards.items()):
+                beats = [k for k, ok in nc.get("beats_null_on_span", {}).items() if ok]
+                conc = nc.get("more_concentrated_than_null")
+                span = "beats its null on " + ", ".join(beats) if beats else "does not beat its null on a span"
+                parts.append(f"{label} {name}: {span}{', more concentrated than its null' if conc else ''}")
+        verdict = "see numbers"
+        evidence = "final checkpoints, reward vs null (95% intervals over responses): " + "; ".join(parts)
+    else:
+        tok = {
+            n: _mean(
+                [
+                    v
+                    for rows in study.runs.get("mrtpo", {}).values()
+                    for r in rows
+                    if isinstance(v := r.get(f"mrtpo/{n}/tokens_for_80pct"), float)
+                ]
+            )
+            for n in study.names
+        }
+        measured = "; ".join(f"{n}: {_fmt(v, 3, pct=True)}" for n, v in tok.items() if not math.isnan(v))
+        verdict = "no null control"
+        evidence = (
+            f"MRTPO arm, replayed pairs during training, tokens for 80%: {measured or 'not measured'}. No null "
+            "control recorded, so this cannot be read as localization: a position-free random profile (i.i.d. "
+            "exponential per token) already needs about 44% of the tokens"
+        )
+    out.append(
+        {
+            "claim": "1. Localization: a reward's distance sits on the span its checker reads, beyond a null block "
+            "removed the same way (paper: 80% of the distance on 26-29% of the tokens on SQL)",
+            "verdict": verdict,
+            "evidence": evidence,
+        }
+    )
+    (mg, dm), (gg, dg) = get("mrtpo", "gdpo"), get("gdpo", "grpo")
+    out.append(
+        {
+            "claim": f"2. Rewards rise faster: MRTPO > GDPO > GRPO ({primary.label()})",
+            "verdict": _combine([_held(mg, "A > B", alpha), _held(gg, "A > B", alpha)]),
+            "evidence": f"MRTPO-GDPO {_evidence(mg, dm)}; GDPO-GRPO {_evidence(gg, dg)}",
+        }
+    )
+    if format_reward:
+        key = f"reward/{format_reward}/mean"
+        reach = {
+            arm: [steps_to(row, threshold) for row in curves(study.runs, arm, key, study.steps)[1]]
+            for arm in study.runs
+        }
+        txt = "; ".join(
+            f"{arm}: {', '.join(str(s) if s else f'>{study.steps}' for s in v)}" for arm, v in reach.items()
+        )
+        out.append(
+            {
+                "claim": f"2b. Steps to {format_reward} >= {threshold} (3-step trailing mean), per seed (secondary)",
+                "verdict": "see numbers",
+                "evidence": txt,
+            }
+        )
+    for tag, b, text in (
+        ("3a", "mrtpo-shuffle", "Shuffling the weights within the response removes the gain (MRTPO > shuffle)"),
+        ("3b", "mrtpo-joint", "One shared profile (joint) is weaker than per-reward placement (MRTPO > joint)"),
+    ):
+        p, d = get("mrtpo", b)
+        out.append(
+            {
+                "claim": f"{tag}. {text}",
+                "verdict": _held(p, "A > B", alpha),
+                "evidence": f"MRTPO-{b.removeprefix('mrtpo-')} {_evidence(p, d)}",
+            }
+        )
+    frac = (
+        _mean(list(per_seed(study.runs, "mrtpo", "mrtpo/replayed_pairs_frac", study.steps, area).values()))
+        if "mrtpo" in study.runs
+        else math.nan
+    )
+    ratio = cost.get("ratio_mean", math.nan)
+    out.append(
+        {
+            "claim": "4. Cost: 12-21% of (response, reward) pairs replayed; a step 10-20% longer than GDPO",
+            "verdict": "see numbers",
+            "evidence": f"replayed pairs {_fmt(frac, 3, pct=True)} (steps with beta > 0 included); "
+            f"MRTPO/GDPO step time paired within a seed {_fmt(ratio, 2)}"
+            + (
+                f" [{_fmt(cost['ratio_low'], 2)}, {_fmt(cost['ratio_high'], 2)}]"
+                if not math.isnan(cost.get("ratio_low", math.nan))
+                else ""
+            ),
+        }
+    )
+    ep = Endpoint("heldout" if study.has_heldout else "auc", LENGTH)
+    length = compare(study, "mrtpo", "gdpo", ep, excluded)
+    final = compare(study, "mrtpo", "gdpo", Endpoint("final", LENGTH), excluded)
+    out.append(
+        {
+            "claim": f"5. Shorter responses than GDPO (MRTPO - GDPO, {ep.label()})",
+            "verdict": _held(length, "A < B", alpha),
+            "evidence": f"{_evidence(length, False)}; final training step alone: {_evidence(final, False)}",
+        }
+    )
+    return out
+
+
+def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, alpha: float) -> list[str]:
+    """What the verdicts do not show, computed from this study's numbers."""
+    out = []
+    ns = sorted({p.n for p in declared.values() if p is not None})
+    m = sum(1 for p in declared.values() if p is not None)
+    if ns:
+        n = ns[-1]  # the most seeds any declared comparison has: if these cannot reject, none can
+        smallest = 2 / 2**n
+        if m and smallest > alpha / m:
+            out.append(
+                f"With {n} paired seed{'s' if n > 1 else ''} the exact sign-flip test cannot reject: its smallest "
+                f"possible two-sided p is 2/2^{n} = {smallest:.3f}, above {alpha}/{m} = {alpha / m:.4f}, what Holm "
+                f"asks of the best of {m} declared comparisons. No declared comparison can be *held* or "
+                "*contradicted* at this size; the t-intervals are descriptive."
+            )
+    narrow = [
+        f"{label} (seed sd {_fmt(_sd(p))}, noise floor {_fmt(p.noise)})"
+        for label, p in {
+            **{f"{a} - {b}": p for (a, b), p in declared.items() if p},
+            **{k: p for k, p in exploratory.items() if "summed reward" in k},
+        }.items()
+        if p.n >= 2 and not math.isnan(p.noise) and _sd(p) * 3 < p.noise
+    ]
+    if narrow:
+        out.append(
+            "Intervals narrower than the within-run noise allows (seed-to-seed sd of the difference under a third of "
+            "the noise floor: the few seeds agree by chance more than the noise predicts, so the interval understates "
+            "the uncertainty): " + "; ".join(narrow) + "."
+        )
+    tested = sum(1 for p in exploratory.values() if p.n > 1)
+    if tested:
+        out.append(
+            f"The {tested} secondary comparisons (per reward, training AUC) are not adjusted for multiplicity: at "
+            f"{alpha} about {alpha * tested:.1f} of them would reject by chance alone. They describe, they do not "
+            "decide."
+        )
+    if primary.kind == "heldout":
+        out.append(
+            "The held-out score is one sampling of each final checkpoint on one held-out set: it says how the "
+            "checkpoints compare on prompts like the training ones, not on other tasks, models or budgets."
+        )
+    else:
+        out.append(
+            "No held-out scores: the declared comparisons use the training-curve AUC of the summed reward, measured "
+            "on the training prompts during training (in-sample, on the sampled responses of each step)."
+        )
+    out.append("*Not resolved* means this study cannot tell, not that the arms are equal.")
+    return out
+
+
+def load_null_controls(folder: Path) -> dict[str, dict[str, Any]]:
+    """label -> the ``null_control`` of its ``localization/<label>/summary.json`` (labels without one left out)."""
+    from .localize import load_localization
+
+    return {label: s["null_control"] for label, s in load_localization(folder).items() if s.get("null_control")}
+
+
+def _ci(row: dict | None, pct: bool = True, digits: int = 3) -> str:
+    if not row or row.get("mean") is None:
+        return "–"
+    if row.get("low") is None:
+        return _fmt(row["mean"], digits, pct)
+    return f"{_fmt(row['mean'], digits, pct)} [{_fmt(row['low'], digits, pct)}, {_fmt(row['high'], digits, pct)}]"
+
+
+def null_control_section(folder: Path) -> list[str]:
+    from .localize import load_localization
+
+    found = load_localization(folder)
+    if not found:
+        return []
+    without = [label for label, s in found.items() if not s.get("null_control")]
+    md = [
+        "### Against the null block",
+        "",
+        "A reward localizes when it beats its null, not when it beats uniform. The null is a neutral sentence no "
+        "reward reads, put in the prompt and removed the way the reward's own block is (docs/study.md); the random "
+        "profile is i.i.d. exponential per token (no position preference). Means with 95% t-intervals over responses.",
+        "",
+    ]
+    if without:
+        md += [f"No null control recorded for {', '.join(without)} (diagnosed before the null block existed).", ""]
+    rows = []
+    for label, summary in found.items():
+        for name, nc in sorted((summary.get("null_control") or {}).items()):
+            tok, ab = nc["tokens_for_80pct"], nc["tokens_for_80pct_abs"]
+            spans = "; ".join(
+                f"{kind}: {_ci(sp['reward'])} vs null {_ci(sp['null'])}, diff {_ci(sp['reward_minus_null'])}"
+                f" ({'beats' if nc['beats_null_on_span'].get(kind) else 'does not beat'} its null)"
+                for kind, sp in sorted(nc["spans"].items())
+            )
+            rows.append(
+                f"| {label} | {name} | {nc['responses']} | {spans or '–'} | {_ci(tok['reward'])} / "
+                f"{_ci(tok['null'])} / {_ci(tok['random'])} | {_ci(ab['reward'], False, 1)} / "
+                f"{_ci(ab['null'], False, 1)} / {_ci(ab['random'], False, 1)} | "
+                f"{'yes' if nc['more_concentrated_than_null'] else 'no'} |"
+            )
+    if rows:
+        md += [
+            "| model | reward | responses | distance share on the span its checker reads: reward vs null | tokens "
+            "for 80%: reward / null / random (fraction) | the same in tokens | fewer tokens than its null |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    return md
+
+
 def write_report(
     root: Path,
     out: Path | None = None,
@@ -415,17 +937,18 @@ def write_report(
     format_reward: str | None = None,
     threshold: float = 0.8,
     extra_md: str = "",
+    comparisons: str | None = None,
+    alpha: float = ALPHA,
 ) -> Path:
     root = Path(root).resolve()
     out = Path(out or root).resolve()
     study_file = root / "study.json"
-    folder = root  # the study or results folder itself (localization/ lives here, not under runs/)
+    folder = root  # the study or results folder itself (localization/, prompts/ live here, not under runs/)
     if (root / "runs").is_dir() and not any((root / arm).is_dir() for arm in ARMS):
         root = root / "runs"  # a committed results folder: the runs' copies live under runs/
-    runs = load_runs(root)
-    study = json.loads(study_file.read_text()) if study_file.is_file() else {}
-    steps = int(study.get("steps") or max(len(r) for by in runs.values() for r in by.values()))
-    names = reward_names(runs)
+    config = _read_json(study_file) or {}
+    study = load_study(root, folder, config)
+    runs, names, steps = study.runs, study.names, study.steps
     out.mkdir(parents=True, exist_ok=True)
     if out / "runs" != root and out != root:
         for arm, by_seed in runs.items():
@@ -445,24 +968,50 @@ def write_report(
                 if (src / name).is_file():
                     (out / "localization" / src.name).mkdir(parents=True, exist_ok=True)
                     shutil.copy2(src / name, out / "localization" / src.name / name)
+        for src in sorted((folder / "prompts").glob("seed*.json")):
+            (out / "prompts").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, out / "prompts" / src.name)
     lk = length_key(runs)
     keys = [f"reward/{n}/mean" for n in names] + [TOTAL] + ([lk] if lk else [])
     titles = {f"reward/{n}/mean": f"reward: {n}" for n in names}
     titles[TOTAL] = "summed reward"
     plot(runs, keys, steps, out / "curves.png", titles)
-    results = {}
+
+    declared_pairs, source = declared_comparisons(config, comparisons)
+    excluded = exclusions(study, [*declared_pairs, *COMPARISONS])
+    for (a, b, s), why in excluded.items():
+        print(f"[study] not paired: {a} / {b} seed {s}: {why}", file=sys.stderr)
+    primary = primary_endpoint(study)
+    declared = {(a, b): compare(study, a, b, primary, excluded) for a, b in declared_pairs}
+    live = [(k, p) for k, p in declared.items() if p is not None]
+    for (k, p), adj in zip(live, holm([p.p_signflip for _, p in live])):
+        p.p_holm = adj
+    secondary: dict[str, Paired] = {}
+    kinds = (["heldout"] if study.has_heldout else []) + ["auc"]
+    for kind in kinds:
+        for a, b in dict.fromkeys([*declared_pairs, *COMPARISONS]):
+            for n in names + [TOTAL]:
+                ep = Endpoint(kind, n)
+                if ep == primary and (a, b) in declared:
+                    continue
+                p = compare(study, a, b, ep, excluded)
+                if p:
+                    secondary[f"{a} - {b} | {ep.label()}"] = p
+    cost_md, cost = step_cost_section(study, excluded)
+    verdicts = claims(study, declared, primary, excluded, format_reward, threshold, alpha, cost)
+    prompts_md, prompts_info = prompt_section(study)
+
     done = {arm: sorted(by) for arm, by in runs.items()}
     incomplete = [f"{arm} seed {s}" for arm, by in runs.items() for s, rows in by.items() if len(rows) < steps]
-    for a, b in COMPARISONS:
-        for n in names + [TOTAL]:
-            p = compare(runs, a, b, TOTAL if n == TOTAL else f"reward/{n}/mean", steps)
-            if p:
-                results[f"{a} - {b} | {n}"] = asdict(p)
-    verdicts = claims(runs, names, steps, format_reward, threshold)
-    md = [f"# Study: {study.get('name', root.name)}", ""]
-    if study:
-        md += ["Config: " + ", ".join(f"`{k}={v}`" for k, v in study.items() if k not in ("extra_args", "env")), ""]
-    planned = [(a, s) for s in study.get("seeds", []) for a in study.get("arms", [])]
+    md = [f"# Study: {config.get('name', root.name)}", ""]
+    if config:
+        md += ["Config: " + ", ".join(f"`{k}={v}`" for k, v in config.items() if k not in ("extra_args", "env")), ""]
+    planned = [
+        (a, s)
+        for s in config.get("seeds", [])
+        for a in config.get("arms", [])
+        if s in config.get("arm_seeds", {}).get(a, config.get("seeds", []))
+    ]
     missing = [f"{a} seed {s}" for a, s in planned if s not in done.get(a, [])]
     if missing:
         md += [
@@ -477,57 +1026,87 @@ def write_report(
     ]
     if extra_md:
         md += [extra_md, ""]
+    md += provenance_section(study, excluded) + prompts_md
     if probe_files:
         md += ["## What the base model can learn (probe at step 0)", ""] + probe_section(probe_files)
+    pairs_txt = ", ".join(f"{a} - {b}" for a, b in declared_pairs)
     md += [
+        f"## Primary endpoint: {primary.label()}",
+        "",
+        f"Declared comparisons ({source}): {pairs_txt}. Each is A - B paired by seed: the mean, its 95% t-interval, "
+        "the within-run noise floor of one seed's difference (docs/study.md), the seed-to-seed sd of the "
+        f"difference, the exact two-sided sign-flip p over all 2^n sign patterns, and Holm's adjustment over the "
+        f"{len(live)} declared comparisons. Verdict: A > B (or A < B) when the Holm p is at most {alpha}, else "
+        "no difference resolved. No bootstrap below "
+        f"{BOOTSTRAP_MIN_SEEDS} seeds.",
+        "",
+    ]
+    if study.has_heldout:
+        md += heldout_table(study) + [""]
+    else:
+        md += [
+            "No held-out scores (`heldout.json`) in these runs: the declared comparisons use the training-curve AUC of "
+            "the summed reward (a secondary endpoint) in its place.",
+            "",
+        ]
+    md += comparison_rows({f"{a} - {b} | {primary.label()}": p for (a, b), p in declared.items() if p}, True, alpha)
+    md += [
+        "",
         "## Curves",
         "",
         "![curves](curves.png)",
         "",
-        "## Per arm (mean over seeds; final = last logged step; AUC = mean over steps)",
+        "## Per arm, training (mean over seeds; final = last logged step; AUC = mean over steps)",
         "",
     ]
     md += arm_table(runs, names, steps, format_reward, threshold) + [""]
     md += [
-        "## Paired comparisons (A - B, area under the curve, paired by seed)",
+        "## Secondary comparisons (A - B paired by seed; unadjusted)",
         "",
-        "| A - B | reward | mean | 95% t-interval | bootstrap 95% | A higher in |",
-        "|---|---|---|---|---|---|",
     ]
-    for label, p in results.items():
-        pair, n = label.split(" | ")
-        t_ci, boot = (
-            (_interval(p["t_low"], p["t_high"]), _interval(p["boot_low"], p["boot_high"])) if p["n"] > 1 else ("–", "–")
-        )
-        md.append(f"| {pair} | {n} | {p['mean']:+.3f} | {t_ci} | {boot} | {p['wins']}/{p['n']} |")
-    md += ["", "## Localization during training (replayed pairs, MRTPO arms)", ""]
+    md += comparison_rows(secondary, False, alpha) + [""]
+    md += cost_md
+    md += ["## Localization during training (replayed pairs, MRTPO arms)", ""]
     md += localization_table(runs, names, steps)
-    md += [""] + checkpoint_localization_section(out)
+    md += [""] + checkpoint_localization_section(out) + null_control_section(out)
     md += [
         "",
         "## The paper's claims against this study",
         "",
-        "Verdicts follow fixed rules: *held* when the paired 95% t-interval over seeds excludes zero in the "
-        "claimed direction, *contradicted* when it excludes zero in the other, *not resolved* otherwise.",
+        f"Verdicts follow fixed rules: *held* when the comparison's sign-flip p (Holm-adjusted where declared) is at "
+        f"most {alpha} in the claimed direction, *contradicted* when it is in the other, *not resolved* otherwise.",
         "",
         "| claim | verdict | evidence |",
         "|---|---|---|",
     ]
     md += [f"| {c['claim']} | {c['verdict']} | {c['evidence']} |" for c in verdicts]
-    tested = sum(1 for p in results.values() if p["n"] > 1)
-    if tested:
-        md += [
-            "",
-            f"What these verdicts do not show: the report makes {tested} paired comparisons with an interval; at 95% "
-            f"about {0.05 * tested:.1f} of them would exclude zero by chance alone, so a single *held* whose interval "
-            "end lies near zero is weak evidence, and *not resolved* means this study cannot tell, not that the "
-            "arms are equal.",
-        ]
+    md += ["", "## What these verdicts do not show", ""] + [
+        f"- {c}" for c in caveats(study, declared, primary, secondary, alpha)
+    ]
     (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
-    (out / "summary.json").write_text(
-        json.dumps(
-            {"steps": steps, "rewards": names, "runs": done, "comparisons": results, "claims": verdicts}, indent=2
-        )
-        + "\n"
-    )
+    summary = {
+        "steps": steps,
+        "rewards": names,
+        "runs": done,
+        "primary_endpoint": primary.label(),
+        "declared": {f"{a} - {b}": asdict(p) if p else None for (a, b), p in declared.items()},
+        "declared_source": source,
+        "comparisons": {k: asdict(p) for k, p in secondary.items()},
+        "excluded": {f"{a} - {b} seed {s}": why for (a, b, s), why in excluded.items()},
+        "prompts": prompts_info,
+        "step_cost": cost,
+        "claims": verdicts,
+    }
+    (out / "summary.json").write_text(json.dumps(_finite_json(summary), indent=2) + "\n")
     return out / "report.md"
+
+
+def _finite_json(x):
+    """NaN -> None, so summary.json is strict JSON."""
+    if isinstance(x, float):
+        return None if math.isnan(x) or math.isinf(x) else x
+    if isinstance(x, dict):
+        return {str(k): _finite_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite_json(v) for v in x]
+    return x
