@@ -544,9 +544,11 @@ def provenance_section(study: Study, excluded: dict[tuple[str, str, int], str]) 
                 missing.append(f"{arm} seed {seed}")
                 continue
             load = prov.get("loadavg") or []
+            base = ((study.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256")
             rows.append(
                 f"| {arm} | {seed} | `{str(prov.get('commit') or '?')[:10]}` | {prov.get('dirty')} | "
-                f"`{prov.get('training_path')}` | {prov.get('training_path_dirty')} | {run.get('cpu_dtype', '–')} | "
+                f"`{prov.get('training_path')}` | {prov.get('training_path_dirty')} | "
+                f"{f'`{base[:12]}`' if base else '–'} | {run.get('cpu_dtype', '–')} | "
                 f"{prov.get('cpu_model', '–')} ({prov.get('cpu_capability', '–')}) | "
                 f"{' / '.join(f'{x:.1f}' for x in load) or '–'} |"
             )
@@ -560,8 +562,9 @@ def provenance_section(study: Study, excluded: dict[tuple[str, str, int], str]) 
         ]
     else:
         md += [
-            "| arm | seed | commit | dirty | training path | training path dirty | dtype | CPU | load 1/5/15 min |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| arm | seed | commit | dirty | training path | training path dirty | base model (weights sha256) | dtype "
+            "| CPU | load 1/5/15 min |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
         ]
@@ -576,6 +579,42 @@ def provenance_section(study: Study, excluded: dict[tuple[str, str, int], str]) 
     else:
         md += ["Excluded pairs: none (no paired runs differ in training path or dtype).", ""]
     return md
+
+
+def superseded_runs(folder: Path) -> list[dict[str, Any]]:
+    """Runs moved to ``<folder>/superseded/<arm>/seed<k>/`` by a plan amendment: kept and listed, never paired or
+    counted. One record per run: arm, seed, base weights' sha256 (12 hex digits) and held-out total when present."""
+    out = []
+    for arm in ARMS:
+        for seed_dir in sorted((folder / "superseded" / arm).glob("seed*")):
+            if not (seed_dir.name[4:].isdigit() and (seed_dir / "metrics.jsonl").is_file()):
+                continue
+            base = ((_read_json(seed_dir / "config.json") or {}).get("base_model") or {}).get("weights_sha256")
+            heldout = _read_json(seed_dir / "heldout.json") or {}
+            out.append(
+                {
+                    "arm": arm,
+                    "seed": int(seed_dir.name[4:]),
+                    "base_model": base[:12] if base else None,
+                    "heldout_total": heldout.get("total"),
+                }
+            )
+    return out
+
+
+def superseded_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    if not records:
+        return []
+    items = []
+    for r in records:
+        total = r["heldout_total"]
+        held = f", held-out total {total:.3f}" if isinstance(total, (int, float)) else ""
+        items.append(f"{r['arm']} seed {r['seed']} (base `{r['base_model'] or '?'}`{held})")
+    return [
+        "**Superseded runs** (under `superseded/`, kept and listed, never paired or counted; the plan's amendments "
+        "say why): " + "; ".join(items) + ".",
+        "",
+    ]
 
 
 def prompt_section(study: Study) -> tuple[list[str], dict[str, Any]]:
@@ -1158,7 +1197,8 @@ def write_report(
     md = status_section(study, config, root.name)
     if extra_md:
         md += [extra_md, ""]
-    md += provenance_section(study, excluded) + prompts_md
+    superseded = superseded_runs(folder)
+    md += provenance_section(study, excluded) + superseded_lines(superseded) + prompts_md
     if probe_files:
         md += ["## What the base model can learn (probe at step 0)", ""] + probe_section(probe_files)
     md += primary_section(study, declared, primary, source, alpha)
@@ -1185,6 +1225,7 @@ def write_report(
         "declared_source": source,
         "comparisons": {k: _paired_record(p) for k, p in secondary.items()},
         "excluded": {f"{a} - {b} seed {s}": why for (a, b, s), why in excluded.items()},
+        **({"superseded": superseded} if superseded else {}),
         "prompts": prompts_info,
         "step_cost": cost,
         "claims": verdicts,

@@ -147,6 +147,10 @@ def test_pairs_with_another_training_path_or_dtype_are_excluded(tmp_path, capsys
     assert summary["declared"]["mrtpo - gdpo"]["n"] == 2 and summary["declared"]["mrtpo - mrtpo-shuffle"]["n"] == 2
     assert summary["declared"]["mrtpo - mrtpo-joint"]["n"] == 3
     assert "**Excluded pairs**" in text and "mrtpo / gdpo seed 2 (training path aaa vs bbb)" in text
+    # each run's base model is named in the provenance table; a run whose config has none shows a dash
+    assert "| mrtpo-shuffle | 1 | `c0ffeec0ff` | False | `aaa` | None | `111111111111` | bf16 |" in text
+    assert "| mrtpo | 1 | `c0ffeec0ff` | False | `aaa` | None | `222222222222` | bf16 |" in text
+    assert "| gdpo | 1 | `c0ffeec0ff` | False | `aaa` | None | – | bf16 |" in text
     assert "not paired: mrtpo / gdpo seed 2: training path aaa vs bbb" in capsys.readouterr().err
 
 
@@ -275,3 +279,22 @@ def test_a_partial_study_is_adjusted_over_every_declared_comparison(tmp_path):
     assert [d[k]["p_holm"] for k in ("mrtpo - gdpo", "mrtpo - mrtpo-shuffle", "gdpo - grpo")] == pytest.approx(
         [4 * 2 / 256] * 3
     )
+
+
+def test_superseded_runs_are_listed_and_never_paired(tmp_path):
+    """A run moved to superseded/<arm>/seed<k>/ by a plan amendment is named with its base and held-out total,
+    and neither counted nor paired: the declared comparison's n is that of the runs under the study."""
+    src = make_study(tmp_path / "study", heldout=True)
+    old = src / "superseded" / "mrtpo-shuffle" / "seed4"
+    old.mkdir(parents=True)
+    (old / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/format/mean": 0.9}) + "\n")
+    (old / "config.json").write_text(json.dumps({"base_model": {"weights_sha256": "ab" * 32}}))
+    (old / "heldout.json").write_text(json.dumps({"total": 2.5}))
+    text = write_report(src, tmp_path / "out").read_text()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["superseded"] == [
+        {"arm": "mrtpo-shuffle", "seed": 4, "base_model": "abababababab", "heldout_total": 2.5}
+    ]
+    assert "mrtpo-shuffle seed 4 (base `abababababab`, held-out total 2.500)" in text
+    assert summary["runs"]["mrtpo-shuffle"] == [1, 2, 3]
+    assert summary["declared"]["mrtpo - mrtpo-shuffle"]["n"] == 3
