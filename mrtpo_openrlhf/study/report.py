@@ -365,10 +365,13 @@ def _sd(p: Paired) -> float:
     return (p.t_high - p.mean) * math.sqrt(p.n) / t975(p.n - 1)
 
 
-def comparison_rows(results: dict[str, Paired], with_holm: bool, alpha: float) -> list[str]:
+def comparison_rows(results: dict[str, Paired], with_holm: bool, alpha: float, with_verdict: bool = True) -> list[str]:
+    """A markdown table of paired comparisons; ``with_verdict`` False for secondary ones, which describe and
+    never decide (no verdict column)."""
     boot = any(p.n >= BOOTSTRAP_MIN_SEEDS for p in results.values())
     head = ["A - B", "endpoint", "seeds", "mean", "95% t-interval", "noise floor", "seed sd", "sign-flip p"]
-    head += (["Holm p"] if with_holm else []) + (["bootstrap 95%"] if boot else []) + ["A higher in", "verdict"]
+    head += (["Holm p"] if with_holm else []) + (["bootstrap 95%"] if boot else []) + ["A higher in"]
+    head += ["verdict"] if with_verdict else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, p in results.items():
         pair, ep = label.split(" | ")
@@ -378,7 +381,7 @@ def comparison_rows(results: dict[str, Paired], with_holm: bool, alpha: float) -
             cells.append(_p(p.p_holm))
         if boot:
             cells.append(_interval(p.boot_low, p.boot_high) if p.n >= BOOTSTRAP_MIN_SEEDS else "–")
-        cells += [f"{p.wins}/{p.n}", p.verdict(alpha)]
+        cells += [f"{p.wins}/{p.n}"] + ([p.verdict(alpha)] if with_verdict else [])
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -753,9 +756,12 @@ def _evidence(p: Paired | None, declared: bool = True) -> str:
     )
 
 
-def _held(p: Paired | None, want: str, alpha: float) -> str:
+def _held(p: Paired | None, want: str, alpha: float, declared: bool = True) -> str:
+    """A claim's verdict from its comparison; one that was not declared describes and is never judged."""
     if p is None:
         return "not tested"
+    if not declared:
+        return "see numbers (not declared)"
     if p.incomplete:
         return "incomplete"
     v = p.verdict(alpha)
@@ -767,7 +773,14 @@ def _held(p: Paired | None, want: str, alpha: float) -> str:
 
 
 def _combine(states: list[str]) -> str:
-    for state in ("contradicted", "not tested", "incomplete", "too few seeds", "not resolved"):
+    for state in (
+        "contradicted",
+        "not tested",
+        "incomplete",
+        "see numbers (not declared)",
+        "too few seeds",
+        "not resolved",
+    ):
         if state in states:
             return state
     return "held"
@@ -857,7 +870,7 @@ def claims(
     out.append(
         {
             "claim": f"2. Rewards rise faster: MRTPO > GDPO > GRPO ({primary.label()})",
-            "verdict": _combine([_held(mg, "A > B", alpha), _held(gg, "A > B", alpha)]),
+            "verdict": _combine([_held(mg, "A > B", alpha, dm), _held(gg, "A > B", alpha, dg)]),
             "evidence": f"MRTPO-GDPO {_evidence(mg, dm)}; GDPO-GRPO {_evidence(gg, dg)}",
         }
     )
@@ -885,7 +898,7 @@ def claims(
         out.append(
             {
                 "claim": f"{tag}. {text}",
-                "verdict": _held(p, "A > B", alpha),
+                "verdict": _held(p, "A > B", alpha, d),
                 "evidence": f"MRTPO-{b.removeprefix('mrtpo-')} {_evidence(p, d)}",
             }
         )
@@ -896,7 +909,7 @@ def claims(
     out.append(
         {
             "claim": f"5. Shorter responses than GDPO (MRTPO - GDPO, {ep.label()})",
-            "verdict": _held(length, "A < B", alpha),
+            "verdict": _held(length, "A < B", alpha, declared=False),
             "evidence": f"{_evidence(length, False)}; final training step alone: {_evidence(final, False)}",
         }
     )
@@ -1146,9 +1159,10 @@ def claims_section(verdicts: list[dict[str, str]], alpha: float) -> list[str]:
     return [
         "## The paper's claims against this study",
         "",
-        f"Verdicts follow fixed rules: *held* when the comparison's sign-flip p (Holm-adjusted where declared) is at "
+        f"Verdicts follow fixed rules on the declared comparisons: *held* when the Holm-adjusted sign-flip p is at "
         f"most {alpha} in the claimed direction, *contradicted* when it is in the other, *not resolved* otherwise; "
-        "*incomplete* while a declared comparison has fewer seeds than planned (not judged).",
+        "*incomplete* while a declared comparison has fewer seeds than planned (not judged). A claim resting on a "
+        "comparison that was not declared is shown with its numbers and not judged (*see numbers*).",
         "",
         "| claim | verdict | evidence |",
         "|---|---|---|",
@@ -1205,8 +1219,8 @@ def write_report(
     md += ["", "## Curves", "", "![curves](curves.png)", ""]
     md += ["## Per arm, training (mean over seeds; final = last logged step; AUC = mean over steps)", ""]
     md += arm_table(study.runs, study.names, study.steps, format_reward, threshold) + [""]
-    md += ["## Secondary comparisons (A - B paired by seed; unadjusted)", ""]
-    md += comparison_rows(secondary, False, alpha) + [""]
+    md += ["## Secondary comparisons (A - B paired by seed; unadjusted; they describe, no verdicts)", ""]
+    md += comparison_rows(secondary, False, alpha, with_verdict=False) + [""]
     md += cost_md
     md += ["## Localization during training (replayed pairs, MRTPO arms)", ""]
     md += localization_table(study.runs, study.names, study.steps)

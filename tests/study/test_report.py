@@ -83,7 +83,7 @@ def test_report_tables_claims_and_copies(tmp_path):
     verdict = {c["claim"][:2]: c["verdict"] for c in summary["claims"]}
     assert verdict["2."] == "held"  # constructed: mrtpo > gdpo > grpo in every one of 8 seeds
     assert verdict["3a"] == "held" and verdict["3b"] == "held"
-    assert verdict["5."] == "not resolved"  # identical lengths
+    assert verdict["5."] == "see numbers (not declared)"  # length is never a declared comparison
     # without held-out scores the primary endpoint is the summed-reward AUC; 8 seeds all positive: p = 2/2^8,
     # Holm over the 4 declared comparisons (all at that p) multiplies the smallest by 4
     assert summary["primary_endpoint"] == "summed reward, training AUC"
@@ -298,3 +298,18 @@ def test_superseded_runs_are_listed_and_never_paired(tmp_path):
     assert "mrtpo-shuffle seed 4 (base `abababababab`, held-out total 2.500)" in text
     assert summary["runs"]["mrtpo-shuffle"] == [1, 2, 3]
     assert summary["declared"]["mrtpo - mrtpo-shuffle"]["n"] == 3
+
+
+def test_secondary_comparisons_describe_and_never_decide(tmp_path):
+    """8 constructed seeds where mrtpo beats gdpo on every secondary endpoint: the secondary table has no verdict
+    column (its rows end at 'A higher in'), and the length claim, never declared, is not judged."""
+    src = make_study(tmp_path / "study", seeds=SEEDS8)
+    text = write_report(src, tmp_path / "out").read_text()
+    table = text.split("## Secondary comparisons")[1].split("\n\n")[1].splitlines()
+    assert table[0].endswith("| A higher in |") and "verdict" not in table[0]
+    row = next(r for r in table if r.startswith("| mrtpo - gdpo | format, training AUC |"))
+    assert row.endswith("| 8/8 |")  # constructed: mrtpo's format slope is twice gdpo's
+    claims = {
+        c["claim"][:2]: c["verdict"] for c in json.loads((tmp_path / "out" / "summary.json").read_text())["claims"]
+    }
+    assert claims["5."] == "see numbers (not declared)"
