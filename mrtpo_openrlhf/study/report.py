@@ -709,9 +709,19 @@ def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]
         lo = res.get("loadavg_5min_start_end")
         return f"{lo[0]:.1f}->{lo[1]:.1f}" if lo else "–"
 
-    rows, ratios = [], []
+    def cpu(arm, seed):
+        prov = (study.file(arm, seed, "run") or {}).get("provenance") or {}
+        return (prov["cpu_model"], tuple(prov.get("cpu_flags") or ())) if prov.get("cpu_model") else None
+
+    rows, ratios, other_cpus = [], [], []
     for seed in sorted(set(study.runs.get("mrtpo", {})) & set(study.runs.get("gdpo", {}))):
         if ("mrtpo", "gdpo", seed) in excluded:
+            continue
+        cm, cg = cpu("mrtpo", seed), cpu("gdpo", seed)
+        if cm and cg and cm != cg:  # a time ratio across CPUs measures the CPUs
+            other_cpus.append(
+                f"seed {seed} (GDPO on {' '.join((cg[0], *cg[1]))}, MRTPO on {' '.join((cm[0], *cm[1]))})"
+            )
             continue
         tm, tg = mean_time(study.runs["mrtpo"][seed]), mean_time(study.runs["gdpo"][seed])
         share = area(series(study.runs["mrtpo"][seed], "mrtpo/replay_share_of_step", study.steps))
@@ -721,8 +731,13 @@ def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]
             f"| {seed} | {_fmt(tg, 1)} | {_fmt(tm, 1)} | {_fmt(ratio, 2)} | {_fmt(share, 3, pct=True)} | "
             f"{load('gdpo', seed)} | {load('mrtpo', seed)} |"
         )
+    skipped = (
+        [f"Not paired for step time (the two runs ran on other CPUs): {'; '.join(other_cpus)}.", ""]
+        if other_cpus
+        else []
+    )
     if not rows:
-        return [], {}
+        return (["## Step cost (MRTPO / GDPO, paired within a seed)", "", *skipped] if skipped else []), {}
     mean, lo, hi = t_interval(ratios)
     md = [
         "## Step cost (MRTPO / GDPO, paired within a seed)",
@@ -737,8 +752,10 @@ def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]
         + ". Step times exclude step 1 (warm-up); load: the 5-minute load average (provenance at the run's start, "
         "else `result.json`'s start -> end). A ratio of runs made at different loads says little.",
         "",
+        *skipped,
     ]
-    return md, {"ratio_mean": mean, "ratio_low": lo, "ratio_high": hi, "per_seed": ratios}
+    cost = {"ratio_mean": mean, "ratio_low": lo, "ratio_high": hi, "per_seed": ratios}
+    return md, {**cost, "other_cpus": other_cpus} if other_cpus else cost
 
 
 def _evidence(p: Paired | None, declared: bool = True) -> str:

@@ -313,3 +313,23 @@ def test_secondary_comparisons_describe_and_never_decide(tmp_path):
         c["claim"][:2]: c["verdict"] for c in json.loads((tmp_path / "out" / "summary.json").read_text())["claims"]
     }
     assert claims["5."] == "see numbers (not declared)"
+
+
+def test_step_time_is_not_paired_across_cpus(tmp_path):
+    """GDPO seed 2 ran on another CPU than MRTPO seed 2: that seed's step-time ratio is left out and named; the
+    held-out comparison still pairs it (same training path, dtype and base)."""
+    src = make_study(tmp_path / "study", heldout=True, provenance=True)
+    for arm, seed, model in (("gdpo", 2, "AMD EPYC"), ("mrtpo", 2, "Intel(R) Xeon(R) Processor")):
+        run = src / arm / f"seed{seed}" / "run.json"
+        rec = json.loads(run.read_text())
+        rec["provenance"].update(cpu_model=model, cpu_flags=["avx512_bf16"])
+        run.write_text(json.dumps(rec))
+    text = write_report(src, tmp_path / "out").read_text()
+    cost = json.loads((tmp_path / "out" / "summary.json").read_text())["step_cost"]
+    assert len(cost["per_seed"]) == 2 and cost["ratio_mean"] == pytest.approx(1.15)
+    assert cost["other_cpus"] == [
+        "seed 2 (GDPO on AMD EPYC avx512_bf16, MRTPO on Intel(R) Xeon(R) Processor avx512_bf16)"
+    ]
+    assert "Not paired for step time (the two runs ran on other CPUs): seed 2 (GDPO on AMD EPYC" in text
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["declared"]["mrtpo - gdpo"]["n"] == 3
