@@ -669,18 +669,35 @@ def heldout_table(study: Study) -> list[str]:
     )
     head = ["arm", "scored runs"] + names + [TOTAL, "response length", "truncated"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for arm in ARMS:
-        hs = [f["heldout"] for f in study.files.get(arm, {}).values() if f.get("heldout")]
-        if not hs:
-            continue
-        cells = [arm, f"{len(hs)}/{len(study.runs[arm])}"]
+
+    def row(label: str, scored: str, hs: list[dict]) -> str:
+        cells = [label, scored]
         cells += [_fmt(_mean([h["rewards"].get(n, math.nan) for h in hs]), 3) for n in names]
         cells += [
             _fmt(_mean([h["total"] for h in hs]), 3),
             _fmt(_mean([h.get("mean_response_tokens", math.nan) for h in hs]), 1),
             _fmt(_mean([h.get("truncated_frac", math.nan) for h in hs]), 3, pct=True),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        return "| " + " | ".join(cells) + " |"
+
+    def base_of(arm: str, seed: int) -> str | None:
+        sha = ((study.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256")
+        return sha[:12] if sha else None
+
+    bases = {base_of(arm, seed) for arm, by in study.runs.items() for seed in by}
+    for path in sorted(study.folder.glob("heldout_base*.json")):  # the base models before any RL
+        h = _read_json(path)
+        if h and "rewards" in h and "total" in h:
+            lines.append(row(f"before RL (`{path.name}`)", "–", [h]))
+    for arm in ARMS:
+        by_base: dict[str | None, list[int]] = {}
+        for seed in sorted(study.runs.get(arm, {})):
+            by_base.setdefault(base_of(arm, seed) if len(bases) > 1 else None, []).append(seed)
+        for base, seeds in by_base.items():
+            hs = [h for seed in seeds if (h := study.file(arm, seed, "heldout"))]
+            if hs:
+                label = arm if base is None and len(bases) == 1 else f"{arm} (base `{base or '?'}`)"
+                lines.append(row(label, f"{len(hs)}/{len(seeds)}", hs))
     setup = next(
         (f["heldout"].get("setup") for by in study.files.values() for f in by.values() if f.get("heldout")), None
     )

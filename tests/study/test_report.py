@@ -333,3 +333,22 @@ def test_step_time_is_not_paired_across_cpus(tmp_path):
     assert "Not paired for step time (the two runs ran on other CPUs): seed 2 (GDPO on AMD EPYC" in text
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["declared"]["mrtpo - gdpo"]["n"] == 3
+
+
+def test_heldout_table_splits_arms_by_base_and_shows_the_bases_before_rl(tmp_path):
+    """Seeds 1-2 on one base, seed 3 on another: each arm's held-out row is split by base (means over that base's
+    seeds only), and each heldout_base*.json in the folder is a 'before RL' row."""
+    src = make_study(tmp_path / "study", heldout=True)
+    for arm in SLOPES:
+        for seed in (1, 2, 3):
+            sha = ("1" if seed < 3 else "2") * 64
+            (src / arm / f"seed{seed}" / "config.json").write_text(json.dumps({"base_model": {"weights_sha256": sha}}))
+    (src / "heldout_base_222222.json").write_text(
+        json.dumps({"rewards": {"format": 0.1, "correct": 0.2}, "total": 0.3})
+    )
+    text = write_report(src, tmp_path / "out").read_text()
+    table = text.split("## Primary endpoint")[1]
+    # gdpo: total = 1 + 10 x 0.05 + 0.01 x seed -> seeds 1-2: 1.515, seed 3: 1.53
+    assert "| gdpo (base `111111111111`) | 2/2 | 1.000 | 0.515 | 1.515 |" in table
+    assert "| gdpo (base `222222222222`) | 1/1 | 1.000 | 0.530 | 1.530 |" in table
+    assert "| before RL (`heldout_base_222222.json`) | – | 0.200 | 0.100 | 0.300 |" in table
