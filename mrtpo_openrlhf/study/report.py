@@ -985,6 +985,19 @@ def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, 
             "the noise floor: the few seeds agree by chance more than the noise predicts, so the interval understates "
             "the uncertainty): " + "; ".join(narrow) + "."
         )
+    by_base: dict[str, set[int]] = {}
+    for arm, seeds in study.runs.items():
+        for seed in seeds:
+            sha = ((study.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256")
+            by_base.setdefault(sha[:12] if sha else "unrecorded", set()).add(seed)
+    if len(by_base) > 1:
+        out.append(
+            "The runs started from "
+            f"{len(by_base)} base models ("
+            + "; ".join(f"`{b}`: seeds {', '.join(map(str, sorted(v)))}" for b, v in sorted(by_base.items()))
+            + "). Pairs are formed within a seed and never across bases, so each difference compares arms on one base; "
+            "the arm means over seeds mix the bases (the held-out table splits them)."
+        )
     tested = sum(1 for p in exploratory.values() if p.n > 1)
     if tested:
         out.append(
