@@ -994,7 +994,10 @@ def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, 
         out.append(
             "The runs started from "
             f"{len(by_base)} base models ("
-            + "; ".join(f"`{b}`: seeds {', '.join(map(str, sorted(v)))}" for b, v in sorted(by_base.items()))
+            + "; ".join(
+                f"`{b}`: seed{'s' if len(v) > 1 else ''} {', '.join(map(str, sorted(v)))}"
+                for b, v in sorted(by_base.items())
+            )
             + "). Pairs are formed within a seed and never across bases, so each difference compares arms on one base; "
             "the arm means over seeds mix the bases (the held-out table splits them)."
         )

@@ -352,4 +352,4 @@ def test_heldout_table_splits_arms_by_base_and_shows_the_bases_before_rl(tmp_pat
     assert "| gdpo (base `111111111111`) | 2/2 | 1.000 | 0.515 | 1.515 |" in table
     assert "| gdpo (base `222222222222`) | 1/1 | 1.000 | 0.530 | 1.530 |" in table
     assert "| before RL (`heldout_base_222222.json`) | – | 0.200 | 0.100 | 0.300 |" in table
-    assert "started from 2 base models (`111111111111`: seeds 1, 2; `222222222222`: seeds 3)" in text
+    assert "started from 2 base models (`111111111111`: seeds 1, 2; `222222222222`: seed 3)" in text
