@@ -160,6 +160,10 @@ class Study:
     def file(self, arm: str, seed: int, name: str) -> dict[str, Any] | None:
         return self.files.get(arm, {}).get(seed, {}).get(name)
 
+    def base_weights(self, arm: str, seed: int) -> str | None:
+        """The sha256 of the weights the run started from (``config.json`` ``base_model``), when recorded."""
+        return ((self.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256")
+
     @property
     def has_heldout(self) -> bool:
         return any(f.get("heldout") for by in self.files.values() for f in by.values())
@@ -249,7 +253,7 @@ def pair_problem(study: Study, a: str, b: str, seed: int) -> str | None:
     da, db = ra.get("cpu_dtype"), rb.get("cpu_dtype")
     if da and db and da != db:
         problems.append(f"dtype {da} vs {db}")
-    wa, wb = (((study.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256") for arm in (a, b))
+    wa, wb = study.base_weights(a, seed), study.base_weights(b, seed)
     if wa and wb and wa != wb:
         problems.append(f"base model weights {wa[:12]} vs {wb[:12]}")
     return "; ".join(problems) or None
@@ -547,7 +551,7 @@ def provenance_section(study: Study, excluded: dict[tuple[str, str, int], str]) 
                 missing.append(f"{arm} seed {seed}")
                 continue
             load = prov.get("loadavg") or []
-            base = ((study.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256")
+            base = study.base_weights(arm, seed)
             rows.append(
                 f"| {arm} | {seed} | `{str(prov.get('commit') or '?')[:10]}` | {prov.get('dirty')} | "
                 f"`{prov.get('training_path')}` | {prov.get('training_path_dirty')} | "
@@ -681,7 +685,7 @@ def heldout_table(study: Study) -> list[str]:
         return "| " + " | ".join(cells) + " |"
 
     def base_of(arm: str, seed: int) -> str | None:
-        sha = ((study.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256")
+        sha = study.base_weights(arm, seed)
         return sha[:12] if sha else None
 
     bases = {base_of(arm, seed) for arm, by in study.runs.items() for seed in by}
@@ -696,7 +700,7 @@ def heldout_table(study: Study) -> list[str]:
         for base, seeds in by_base.items():
             hs = [h for seed in seeds if (h := study.file(arm, seed, "heldout"))]
             if hs:
-                label = arm if base is None and len(bases) == 1 else f"{arm} (base `{base or '?'}`)"
+                label = arm if len(bases) == 1 else f"{arm} (base `{base or '?'}`)"
                 lines.append(row(label, f"{len(hs)}/{len(seeds)}", hs))
     setup = next(
         (f["heldout"].get("setup") for by in study.files.values() for f in by.values() if f.get("heldout")), None
@@ -988,7 +992,7 @@ def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, 
     by_base: dict[str, set[int]] = {}
     for arm, seeds in study.runs.items():
         for seed in seeds:
-            sha = ((study.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256")
+            sha = study.base_weights(arm, seed)
             by_base.setdefault(sha[:12] if sha else "unrecorded", set()).add(seed)
     if len(by_base) > 1:
         out.append(
