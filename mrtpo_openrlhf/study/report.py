@@ -37,6 +37,8 @@ from .stats import (
     t_interval,
 )
 
+# The package folder, by which a recorded absolute path is shown inside the checkout.
+PACKAGE_DIR = Path(__file__).resolve().parents[1].name
 SMALL_FILES = ("metrics.jsonl", "config.json", "command.txt", "result.json", "run.json", "heldout.json")
 TOTAL = "total"  # the summed reward (what GRPO optimizes)
 LENGTH_KEYS = ("rollout/response_length_mean", "response_length", "rollout/response_length")
@@ -708,11 +710,21 @@ def heldout_table(study: Study) -> list[str]:
     if setup:
         lines += [
             "",
-            f"Each final checkpoint scored on `{setup.get('data')}`: {setup.get('prompts')} prompts x "
+            f"Each final checkpoint scored on `{checkout_relative(setup.get('data'))}`: "
+            f"{setup.get('prompts')} prompts x "
             f"{setup.get('samples')} samples, T={setup.get('temperature')}, {setup.get('max_new_tokens')} new tokens, "
             f"sampling seed {setup.get('seed')}, through the task's own `reward_func`.",
         ]
     return lines
+
+
+def checkout_relative(path: str | None) -> str | None:
+    """A path inside this project's checkout, from the package folder on (the runs record absolute paths, which
+    name the machine and worktree they ran in, not the file)."""
+    if not path:
+        return path
+    head, sep, tail = str(path).rpartition(f"/{PACKAGE_DIR}/")
+    return f"{PACKAGE_DIR}/{tail}" if sep else path
 
 
 def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]]:

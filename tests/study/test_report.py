@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mrtpo_openrlhf.study.__main__ import main
-from mrtpo_openrlhf.study.report import ReportError, write_report
+from mrtpo_openrlhf.study.report import ReportError, checkout_relative, write_report
 
 STEPS = 6
 # per-arm slope of the format reward: mrtpo > gdpo > grpo by construction
@@ -353,3 +353,19 @@ def test_heldout_table_splits_arms_by_base_and_shows_the_bases_before_rl(tmp_pat
     assert "| gdpo (base `222222222222`) | 1/1 | 1.000 | 0.530 | 1.530 |" in table
     assert "| before RL (`heldout_base_222222.json`) | – | 0.200 | 0.100 | 0.300 |" in table
     assert "started from 2 base models (`111111111111`: seeds 1, 2; `222222222222`: seed 3)" in text
+
+
+def test_heldout_data_is_named_inside_the_checkout_not_by_the_machines_path(tmp_path):
+    """heldout.json records the absolute path it was scored on (here a worktree's); the report names the file from
+    the package folder on, and leaves a path outside the package as recorded."""
+    src = make_study(tmp_path / "study", heldout=True)
+    for arm, seed in ((a, s) for a in SLOPES for s in (1, 2, 3)):
+        f = src / arm / f"seed{seed}" / "heldout.json"
+        h = json.loads(f.read_text())
+        h["setup"] = {"data": "/some/where/wt-study/mrtpo_openrlhf/data/tool/study/heldout.jsonl", "prompts": 3}
+        f.write_text(json.dumps(h))
+    text = write_report(src, tmp_path / "out").read_text()
+    assert "scored on `mrtpo_openrlhf/data/tool/study/heldout.jsonl`: 3 prompts" in text
+    assert "/some/where" not in text
+    assert checkout_relative("/data/bench/heldout.jsonl") == "/data/bench/heldout.jsonl"
+    assert checkout_relative(None) is None
