@@ -80,6 +80,18 @@ def add_run_command(sub) -> None:
         help="committed results folder: finished runs are copied there and "
         "count as done (default: docs/results/<name>; 'none' to skip)",
     )
+    p.add_argument(
+        "--expect-base",
+        type=sha_prefix,
+        metavar="SHA256",
+        help="refuse to start unless the base model's weights sha256 starts with this (8+ hex digits; CPU backend)",
+    )
+
+
+def sha_prefix(value: str) -> str:
+    if len(value) < 8 or any(c not in "0123456789abcdef" for c in value.lower()):
+        raise argparse.ArgumentTypeError(f"{value!r}: expected 8 or more hex digits of a sha256")
+    return value.lower()
 
 
 def add_localize_command(sub) -> None:
@@ -166,7 +178,7 @@ def report_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
 def run_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from ..study.config import ConfigError, load_config
-    from ..study.runner import run_study
+    from ..study.runner import BaseModelMismatch, run_study
 
     try:
         cfg = load_config(args.config)
@@ -189,7 +201,11 @@ def run_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             args.timeout,
             results=results,
             stall_timeout=args.stall_timeout,
+            expect_base=args.expect_base,
         )
+    except BaseModelMismatch as exc:
+        print(f"[study] {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as interrupted:  # Ctrl-C, SIGTERM or SIGHUP (launch.runner.Interrupted)
         print(
             "[study] interrupted: the run in progress was stopped and will be rerun from scratch; "

@@ -37,6 +37,10 @@ from .config import ARMS, REPO_ROOT, StudyConfig
 RESULT = "result.json"
 
 
+class BaseModelMismatch(RuntimeError):
+    """The base model the arms would start from is not the one ``--expect-base`` names."""
+
+
 def run_dir(root: Path, arm: str, seed: int) -> Path:
     return root / arm / f"seed{seed}"
 
@@ -160,8 +164,12 @@ def run_study(
     say: Callable[[str], None] = print,
     results: Path | None = None,
     stall_timeout: float | None = STALL_SECONDS,
+    expect_base: str | None = None,
 ) -> int:
     """Run what is not done yet; return the number of runs that failed (0: every selected run is done).
+
+    expect_base: a prefix of the weights sha256 every arm must start from (CPU backend); another base model is
+    refused before any run starts (``BaseModelMismatch``), since its runs would not pair with those already made.
 
     results: the committed results folder (``docs/results/<name>``): each finished run's small files are copied to
     ``results/runs/<arm>/seed<k>`` at once, and a run found there counts as done, so a study spans sittings and
@@ -191,6 +199,13 @@ def run_study(
 
         model = Path(resolve_model(cfg.model_ref()))
         base = {"path": str(model), "weights_sha256": weights_sha256(model)}  # what every arm starts from
+        say(f"[study] base model {model}: weights sha256 {base['weights_sha256'][:12]}")
+        if expect_base and not base["weights_sha256"].startswith(expect_base.lower()):
+            raise BaseModelMismatch(
+                f"base model {model} has weights sha256 {base['weights_sha256'][:12]}, not the expected "
+                f"{expect_base.lower()[:12]}: its runs would not pair with the ones made on that base (rebuild it, "
+                "or amend the plan and drop --expect-base)"
+            )
     failed, durations, t_start = 0, [], time.time()
     for i, (arm, seed) in enumerate(todo):
         out = run_dir(root, arm, seed)
