@@ -499,7 +499,28 @@ def localization_table(runs, names: list[str], steps: int) -> list[str]:
     return lines
 
 
-def checkpoint_localization_section(root: Path) -> list[str]:
+def localization_coverage(localized: Sequence[str], runs: dict[str, dict[int, Any]]) -> str:
+    """One line: which finished runs' checkpoints were localized (labels ``<arm>-seed<k>``), per arm localized and
+    for the method's arm, so a reader sees how few checkpoints the localization rests on."""
+    seeds: dict[str, set[int]] = {method_arm(): set()}
+    for label in localized:
+        arm, sep, seed = label.rpartition("-seed")
+        if sep and seed.isdigit():
+            seeds.setdefault(arm, set()).add(int(seed))
+    parts = []
+    for arm in [a for a in ARMS if a in seeds] + sorted(set(seeds) - set(ARMS)):
+        done = sorted(seeds[arm])
+        parts.append(
+            f"{arm} {len(done)} of {len(runs.get(arm, {}))} finished runs"
+            + (f" (seed{'s' if len(done) > 1 else ''} {', '.join(map(str, done))})" if done else "")
+        )
+    return (
+        "Checkpoints localized: " + "; ".join(parts) + ". A run's checkpoint is not committed, so only runs localized "
+        "in the sitting that trained them are here; the rows below rest on these checkpoints alone."
+    )
+
+
+def checkpoint_localization_section(root: Path, runs: dict[str, dict[int, Any]]) -> list[str]:
     """The diagnose summaries of ``study localize`` (``<root>/localization/<label>/summary.json``), one row per
     (model, reward group); span ratio = the span's share of the distance / its share of the tokens."""
     from .localize import HEATMAP, load_localization
@@ -509,6 +530,8 @@ def checkpoint_localization_section(root: Path) -> list[str]:
         return []
     lines = [
         "## Localization on final checkpoints (`study localize`: diagnose on the same sampled prompts)",
+        "",
+        localization_coverage(list(found), runs),
         "",
         "| model | reward | replayed / pairs | tokens for 80% of the distance | top-20% tokens' share | "
         "span: distance share / token share = ratio |",
@@ -1290,7 +1313,7 @@ def write_report(
     md += cost_md
     md += ["## Localization during training (replayed pairs, MRTPO arms)", ""]
     md += localization_table(study.runs, study.names, study.steps)
-    md += [""] + checkpoint_localization_section(out) + null_control_section(out) + [""]
+    md += [""] + checkpoint_localization_section(out, study.runs) + null_control_section(out) + [""]
     md += claims_section(verdicts, alpha)
     md += ["", "## What these verdicts do not show", ""] + [
         f"- {c}" for c in caveats(study, declared, primary, secondary, alpha)

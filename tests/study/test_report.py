@@ -369,3 +369,17 @@ def test_heldout_data_is_named_inside_the_checkout_not_by_the_machines_path(tmp_
     assert "/some/where" not in text
     assert checkout_relative("/data/bench/heldout.jsonl") == "/data/bench/heldout.jsonl"
     assert checkout_relative(None) is None
+
+
+def test_localization_names_how_many_finished_checkpoints_it_rests_on(tmp_path):
+    """Localized: the base, gdpo seed 2 and seed 3; the method arm none: the section says so per arm, counted
+    against the finished runs (3 per arm), before its table."""
+    src = make_study(tmp_path / "study", heldout=True)
+    summary = {"rewards": {"format": {"pairs": 2, "replayed": 2, "tokens_for_80pct": 0.3, "top20_share": 0.7}}}
+    for label in ("base", "gdpo-seed2", "gdpo-seed3"):
+        (src / "localization" / label).mkdir(parents=True)
+        (src / "localization" / label / "summary.json").write_text(json.dumps(summary))
+    text = write_report(src, tmp_path / "out").read_text()
+    section = text.split("## Localization on final checkpoints")[1].split("| model |")[0]
+    assert "Checkpoints localized: gdpo 2 of 3 finished runs (seeds 2, 3); mrtpo 0 of 3 finished runs." in section
+    assert "| gdpo-seed2 | format | 2/2 | 30.0% | 70.0% | – |" in text
