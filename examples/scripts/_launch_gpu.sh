@@ -126,7 +126,7 @@ mkdir -p "$OUT"
 if [ -n "${RAY_JOB_ADDRESS:-}" ]; then
   # Submit to a running cluster; the runtime env ships this repo (package + reward_funcs) to every worker.
   # The verifier variables set here (MRTPO_SQL_TIMEOUT_S, ...: mrtpo_openrlhf/rewards/env.py) go with it.
-  runtime_env=$(PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python}" -m mrtpo_openrlhf.rewards.env \
+  runtime_env=$(PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python}" -m mrtpo_openrlhf.cli.job_env \
     --working-dir "$ROOT" --env "MRTPO_METRICS_JSONL=$MRTPO_METRICS_JSONL")
   exec ray job submit --address "$RAY_JOB_ADDRESS" --runtime-env-json "$runtime_env" -- "${cmd[@]}" "$@"
 fi

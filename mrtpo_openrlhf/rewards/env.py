@@ -2,18 +2,13 @@
 
 Rewards run in the vLLM engine processes, on whichever nodes Ray placed them; a variable set where the job was
 launched reaches them only through the runtime env. ``examples/scripts/_launch_gpu.sh`` builds the submitted
-job's runtime env with ``python -m mrtpo_openrlhf.rewards.env``; the CLI adds these variables to the runtime
+job's runtime env with ``python -m mrtpo_openrlhf.cli.job_env``; the CLI adds these variables to the runtime
 env of upstream's own ``ray.init`` (``cli/train_ppo_ray.py``).
-
-    python -m mrtpo_openrlhf.rewards.env --working-dir REPO [--env NAME=VALUE ...]   # the job's runtime env JSON
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 from typing import Mapping
 
 from mrtpo_openrlhf.tasks import TASKS
@@ -43,22 +38,3 @@ def verifier_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
 def job_runtime_env(working_dir: str, extra: Mapping[str, str] = (), environ: Mapping[str, str] = os.environ) -> dict:
     """``ray job submit``'s runtime env: the repo as working_dir, the verifier variables set here, plus ``extra``."""
     return {"working_dir": working_dir, "excludes": JOB_EXCLUDES, "env_vars": {**verifier_env(environ), **dict(extra)}}
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.rewards.env", description=__doc__.split("\n")[0])
-    ap.add_argument("--working-dir", required=True)
-    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="another variable to set")
-    args = ap.parse_args(argv)
-    extra = {}
-    for item in args.env:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            ap.error(f"--env {item!r}: expected NAME=VALUE")
-        extra[name] = value
-    print(json.dumps(job_runtime_env(args.working_dir, extra)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,8 @@ from pathlib import Path
 import ray
 
 from mrtpo_openrlhf.adapter.cluster import hook_ray_init
-from mrtpo_openrlhf.rewards.env import main, verifier_env_vars
+from mrtpo_openrlhf.cli.job_env import main
+from mrtpo_openrlhf.rewards.env import verifier_env_vars
 
 PKG = Path(__file__).resolve().parents[2] / "mrtpo_openrlhf"
 

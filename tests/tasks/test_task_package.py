@@ -288,7 +288,7 @@ def test_benchmark_options_that_clash_are_refused(toy):
 
 def test_the_tasks_environment_variables_reach_every_ray_worker(toy, tmp_path, monkeypatch, capsys):
     """A task's ``env_vars`` join the runtime env of upstream's ``ray.init`` (paths made absolute) and the submitted
-    job's (``python -m mrtpo_openrlhf.rewards.env``), as the built-in tasks' do."""
+    job's (``python -m mrtpo_openrlhf.cli.job_env``), as the built-in tasks' do."""
     if importlib.util.find_spec("flash_attn") is None:  # the adapter imports upstream's models (tests/adapter)
         from mrtpo_openrlhf.cpu import flash_attn_stub
 
