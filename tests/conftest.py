@@ -26,6 +26,17 @@ def tiny_llama():
     return model
 
 
+def pytest_report_header(config):
+    """The CPU the timings were measured on (a 2-core AMD EPYC without AMX runs the slow tests ~2x longer than a
+    Xeon with AMX)."""
+    import os
+
+    from mrtpo_openrlhf.provenance import cpu_flags, cpu_model
+
+    flags = ", ".join(cpu_flags()) or "no avx2/avx512/bf16 flags"
+    return f"cpu: {cpu_model()}, {os.cpu_count()} cores ({flags}); torch {torch.backends.cpu.get_cpu_capability()}"
+
+
 def pytest_sessionstart(session):
     """A build lock left by a killed run would hang every test that loads a DeepSpeed op (see runner.py)."""
     import os
