@@ -83,6 +83,51 @@ def sft_flags(
     ]  # fmt: skip
 
 
+def package_versions(names: Sequence[str] = ("torch", "transformers", "deepspeed", "openrlhf", "accelerate")) -> dict:
+    """The installed versions of the packages the SFT's numbers depend on (None: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def cold_start_record(
+    model: str,
+    base: Path,
+    rows: list[dict],
+    data: Path,
+    out: Path,
+    settings: dict,
+    flags: list[str],
+    env: dict,
+    seconds: float,
+) -> dict:
+    """What ``cold_start.json`` holds: the inputs and their hashes, the weights' hash, and the machine and package
+    versions it ran on (a rebuild that gives other weights can then be told apart by CPU or version)."""
+    from mrtpo_openrlhf.provenance import provenance
+
+    return {
+        "base_model": model,
+        "base_weights_sha256": weights_sha256(base),
+        "categories": list(SFT_CATEGORIES),
+        "rows": len(rows),
+        "ids": [r["id"] for r in rows],
+        "data_sha256": sha256_file(data),
+        **settings,  # steps, lr, batch, seed
+        "dtype": env.get("MRTPO_CPU_DTYPE"),
+        "weights_sha256": weights_sha256(out),
+        "seconds": seconds,
+        "command": "python -m openrlhf.cli.train_sft " + " ".join(flags),
+        "provenance": provenance(),
+        "packages": package_versions(),
+    }
+
+
 def cold_start(
     out: Path,
     model: str = "smollm2",
@@ -118,21 +163,7 @@ def cold_start(
         done = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0 or not list(out.glob("*.safetensors")):
         raise ColdStartError(f"train_sft failed (exit {done.returncode}); log: {out / 'sft.log'}")
-    record = {
-        "base_model": model,
-        "base_weights_sha256": weights_sha256(base),
-        "categories": list(SFT_CATEGORIES),
-        "rows": len(rows),
-        "ids": [r["id"] for r in rows],
-        "data_sha256": sha256_file(data),
-        "steps": steps,
-        "lr": lr,
-        "batch": batch,
-        "seed": seed,
-        "dtype": env.get("MRTPO_CPU_DTYPE"),
-        "weights_sha256": weights_sha256(out),
-        "seconds": round(time.time() - t0, 1),
-        "command": "python -m openrlhf.cli.train_sft " + " ".join(flags),
-    }
+    settings = {"steps": steps, "lr": lr, "batch": batch, "seed": seed}
+    record = cold_start_record(model, base, rows, data, out, settings, flags, env, round(time.time() - t0, 1))
     (out / COLD_START).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return record

@@ -27,3 +27,32 @@ def test_sft_flags_train_steps_times_batch_rows():
     flags = sft_flags("m", "d.jsonl", "out", steps=6, lr=3e-5, batch=8, micro=4, seed=0)
     assert flags[flags.index("--data.max_samples") + 1] == "48"
     assert flags[flags.index("--adam.lr") + 1] == "3e-05"
+
+
+def test_the_record_names_the_machine_and_package_versions(tmp_path):
+    """A rebuild that gives other weights (as the tool study's did) can be told apart by CPU or version: the record
+    holds the CPU as /proc/cpuinfo names it, the torch capability, and the installed package versions."""
+    import hashlib
+    import json
+    from importlib.metadata import version
+
+    import torch
+
+    from mrtpo_openrlhf.models import make_tiny_model
+    from mrtpo_openrlhf.study.cold_start import cold_start_record
+
+    base, out = make_tiny_model(tmp_path / "base", seed=0), make_tiny_model(tmp_path / "out", seed=1)
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"id": "a"}\n')
+    settings = {"steps": 1, "lr": 3e-5, "batch": 8, "seed": 0}
+    rec = cold_start_record("m", base, [{"id": "a"}], data, out, settings, ["--x", "1"], {}, 1.5)
+    json.dumps(rec)  # what cold_start.json gets
+    model_name = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), None
+    )
+    assert rec["provenance"]["cpu_model"] == model_name
+    assert rec["provenance"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert rec["packages"]["torch"] == version("torch") and rec["packages"]["deepspeed"] == version("deepspeed")
+    assert rec["data_sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
+    assert rec["weights_sha256"] != rec["base_weights_sha256"]
+    assert {k: rec[k] for k in settings} == settings and rec["command"] == "python -m openrlhf.cli.train_sft --x 1"
