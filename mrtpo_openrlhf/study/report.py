@@ -609,7 +609,7 @@ def provenance_section(study: Study, excluded: dict[tuple[str, str, int], str]) 
             "",
         ]
     else:
-        md += ["Excluded pairs: none (no paired runs differ in training path or dtype).", ""]
+        md += ["Excluded pairs: none (no paired runs differ in training path, dtype or base model).", ""]
     return md
 
 
