@@ -162,6 +162,14 @@ class Study:
     def file(self, arm: str, seed: int, name: str) -> dict[str, Any] | None:
         return self.files.get(arm, {}).get(seed, {}).get(name)
 
+    def cpu_label(self, arm: str, seed: int) -> str | None:
+        """The CPU the run recorded (``run.json`` provenance), short: ``Intel Xeon``, ``AMD EPYC``."""
+        model = ((self.file(arm, seed, "run") or {}).get("provenance") or {}).get("cpu_model")
+        if not model:
+            return None
+        short = model.replace("(R)", "").replace("(TM)", "").split(" CPU")[0].split("(")[0]
+        return " ".join(w for w in short.split() if w != "Processor") or model
+
     def base_weights(self, arm: str, seed: int) -> str | None:
         """The sha256 of the weights the run started from (``config.json`` ``base_model``), when recorded."""
         return ((self.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256")
@@ -433,8 +441,13 @@ def length_key(runs) -> str | None:
     return None
 
 
-def arm_table(runs, names: list[str], steps: int, format_reward: str | None, threshold: float) -> list[str]:
+def arm_table(
+    runs, names: list[str], steps: int, format_reward: str | None, threshold: float, cpu_of=lambda arm, seed: None
+) -> list[str]:
+    """Per arm, means over seeds. ``cpu_of(arm, seed)``: the run's CPU; when the runs span several, step time is
+    given per CPU (a mean over machines would compare the machines' mix, not the arms)."""
     lk = length_key(runs)
+    cpus = {cpu_of(arm, seed) for arm, by in runs.items() for seed in by}
     head = ["arm", "seeds"] + [f"{n} final" for n in names + [TOTAL]] + [f"{TOTAL} AUC"]
     if format_reward:
         head.append(f"steps to {format_reward}>={threshold}")
@@ -462,8 +475,19 @@ def arm_table(runs, names: list[str], steps: int, format_reward: str | None, thr
         cells.append(
             _fmt(_mean(list(per_seed(runs, arm, "mrtpo/replay_share_of_step", steps, area).values())), 3, pct=True)
         )
-        times = [row[k] for rows in runs[arm].values() for row in rows[1:] if (k := first_key(row, *STEP_TIME_KEYS))]
-        cells.append(_fmt(_mean(times), 1))
+        by_cpu: dict[str | None, tuple[list[float], list[int]]] = {}  # step times pooled per CPU, and its seeds
+        for seed, rows in sorted(runs[arm].items()):
+            times, seeds = by_cpu.setdefault(cpu_of(arm, seed), ([], []))
+            times += [row[k] for row in rows[1:] if (k := first_key(row, *STEP_TIME_KEYS))]  # step 1: warm-up
+            seeds.append(seed)
+        cells.append(
+            _fmt(_mean([t for times, _ in by_cpu.values() for t in times]), 1)
+            if len(cpus) <= 1
+            else " / ".join(
+                f"{_fmt(_mean(times), 1)} ({cpu or '?'}, {len(seeds)})"
+                for cpu, (times, seeds) in sorted(by_cpu.items(), key=lambda kv: str(kv[0]))
+            )
+        )
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -1307,7 +1331,7 @@ def write_report(
     md += primary_section(study, declared, primary, source, alpha)
     md += ["", "## Curves", "", "![curves](curves.png)", ""]
     md += ["## Per arm, training (mean over seeds; final = last logged step; AUC = mean over steps)", ""]
-    md += arm_table(study.runs, study.names, study.steps, format_reward, threshold) + [""]
+    md += arm_table(study.runs, study.names, study.steps, format_reward, threshold, study.cpu_label) + [""]
     md += ["## Secondary comparisons (A - B paired by seed; unadjusted; they describe, no verdicts)", ""]
     md += comparison_rows(secondary, False, alpha, with_verdict=False) + [""]
     md += cost_md

@@ -383,3 +383,28 @@ def test_localization_names_how_many_finished_checkpoints_it_rests_on(tmp_path):
     section = text.split("## Localization on final checkpoints")[1].split("| model |")[0]
     assert "Checkpoints localized: gdpo 2 of 3 finished runs (seeds 2, 3); mrtpo 0 of 3 finished runs." in section
     assert "| gdpo-seed2 | format | 2/2 | 30.0% | 70.0% | – |" in text
+
+
+def test_per_arm_step_time_is_given_per_cpu_when_runs_span_several(tmp_path):
+    """gdpo seeds 1-2 on a Xeon (10 s steps), seed 3 on an EPYC at 20 s: a mean over the three would be 13.3 s and
+    compare machine mixes, so the per-arm table gives each CPU's mean and its runs; one CPU: the plain mean."""
+    src = make_study(tmp_path / "study", provenance=True)
+    for arm in SLOPES:
+        for seed in (1, 2, 3):
+            run = src / arm / f"seed{seed}" / "run.json"
+            rec = json.loads(run.read_text())
+            rec["provenance"]["cpu_model"] = "AMD EPYC" if seed == 3 else "Intel(R) Xeon(R) Processor"
+            run.write_text(json.dumps(rec))
+    m = src / "gdpo" / "seed3" / "metrics.jsonl"
+    m.write_text("".join(json.dumps(dict(r, **{"timing/step_wall": 20.0})) + "\n" for r in read_rows(m)))
+    text = write_report(src, tmp_path / "out").read_text()
+    gdpo = next(line for line in text.split("## Per arm")[1].splitlines() if line.startswith("| gdpo |"))
+    assert gdpo.endswith("| 20.0 (AMD EPYC, 1) / 10.0 (Intel Xeon, 2) |")
+    one_cpu = make_study(tmp_path / "one")
+    text = write_report(one_cpu, tmp_path / "out1").read_text()
+    gdpo = next(line for line in text.split("## Per arm")[1].splitlines() if line.startswith("| gdpo |"))
+    assert gdpo.endswith("| 10.0 |")
+
+
+def read_rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
