@@ -442,21 +442,34 @@ def length_key(runs) -> str | None:
 
 
 def arm_table(
-    runs, names: list[str], steps: int, format_reward: str | None, threshold: float, cpu_of=lambda arm, seed: None
+    runs,
+    names: list[str],
+    steps: int,
+    format_reward: str | None,
+    threshold: float,
+    cpu_of=lambda arm, seed: None,
+    base_of=lambda arm, seed: None,
 ) -> list[str]:
     """Per arm, means over seeds. ``cpu_of(arm, seed)``: the run's CPU; when the runs span several, step time is
-    given per CPU (a mean over machines would compare the machines' mix, not the arms)."""
+    given per CPU (a mean over machines would compare the machines' mix, not the arms). ``base_of(arm, seed)``: the
+    base model it started from; when the runs have several, each arm has a row per base (as the held-out table)."""
     lk = length_key(runs)
     cpus = {cpu_of(arm, seed) for arm, by in runs.items() for seed in by}
+    bases = {base_of(arm, seed) for arm, by in runs.items() for seed in by}
     head = ["arm", "seeds"] + [f"{n} final" for n in names + [TOTAL]] + [f"{TOTAL} AUC"]
     if format_reward:
         head.append(f"steps to {format_reward}>={threshold}")
     head += ["response length (final)", "replayed pairs", "replay share of step", "step time (s)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    groups = []  # (label, {arm: that base's runs})
     for arm in ARMS:
-        if arm not in runs:
-            continue
-        cells = [arm, str(len(runs[arm]))]
+        by_base: dict[str | None, dict] = {}
+        for seed, rows in sorted(runs.get(arm, {}).items()):
+            by_base.setdefault(base_of(arm, seed) if len(bases) > 1 else None, {})[seed] = rows
+        groups += [(arm if len(bases) <= 1 else f"{arm} (base `{b or '?'}`)", {arm: r}) for b, r in by_base.items()]
+    for label, runs in groups:
+        arm = next(iter(runs))
+        cells = [label, str(len(runs[arm]))]
         for n in names + [TOTAL]:
             key = TOTAL if n == TOTAL else f"reward/{n}/mean"
             vals = list(per_seed(runs, arm, key, steps, _last).values())
@@ -1331,7 +1344,9 @@ def write_report(
     md += primary_section(study, declared, primary, source, alpha)
     md += ["", "## Curves", "", "![curves](curves.png)", ""]
     md += ["## Per arm, training (mean over seeds; final = last logged step; AUC = mean over steps)", ""]
-    md += arm_table(study.runs, study.names, study.steps, format_reward, threshold, study.cpu_label) + [""]
+    short_base = lambda arm, seed: (study.base_weights(arm, seed) or "")[:12] or None  # noqa: E731
+    md += arm_table(study.runs, study.names, study.steps, format_reward, threshold, study.cpu_label, short_base)
+    md += [""]
     md += ["## Secondary comparisons (A - B paired by seed; unadjusted; they describe, no verdicts)", ""]
     md += comparison_rows(secondary, False, alpha, with_verdict=False) + [""]
     md += cost_md

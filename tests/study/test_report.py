@@ -408,3 +408,19 @@ def test_per_arm_step_time_is_given_per_cpu_when_runs_span_several(tmp_path):
 
 def read_rows(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_per_arm_training_rows_are_split_by_base_model(tmp_path):
+    """Seeds 1-2 on one base, seed 3 on another (as the held-out table): a row per (arm, base), its seed count and
+    its means over that base's seeds only (format final = 0.2 + slope x steps, the fixture's noise aside)."""
+    src = make_study(tmp_path / "study")
+    for arm in SLOPES:
+        for seed in (1, 2, 3):
+            sha = ("1" if seed < 3 else "2") * 64
+            (src / arm / f"seed{seed}" / "config.json").write_text(json.dumps({"base_model": {"weights_sha256": sha}}))
+    text = write_report(src, tmp_path / "out").read_text()
+    rows = [line for line in text.split("## Per arm")[1].split("## ")[0].splitlines() if line.startswith("| gdpo")]
+    expected = [["| gdpo (base `111111111111`)", "2"], ["| gdpo (base `222222222222`)", "1"]]
+    assert [r.split(" | ")[:2] for r in rows] == expected
+    fmt_final = float(rows[0].split(" | ")[2])
+    assert fmt_final == pytest.approx(0.2 + SLOPES["gdpo"] * STEPS, abs=0.02)
