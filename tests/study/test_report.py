@@ -424,3 +424,27 @@ def test_per_arm_training_rows_are_split_by_base_model(tmp_path):
     assert [r.split(" | ")[:2] for r in rows] == expected
     fmt_final = float(rows[0].split(" | ")[2])
     assert fmt_final == pytest.approx(0.2 + SLOPES["gdpo"] * STEPS, abs=0.02)
+
+
+def test_curves_have_a_line_per_arm_and_base_when_the_runs_have_several(tmp_path, monkeypatch):
+    """Seeds 1-2 on one base, seed 3 on another: each arm gets a curve per base (same colour, other line style),
+    each the mean over that base's seeds; one base: one curve per arm, labelled as before."""
+    import matplotlib.figure
+
+    saved = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, *a, **k: saved.append(fig))
+    src = make_study(tmp_path / "study")
+    write_report(src, tmp_path / "one")
+    assert sorted(ln.get_label() for ln in saved[-1].axes[0].lines) == sorted(f"{arm} (n=3)" for arm in SLOPES)
+    for arm in SLOPES:
+        for seed in (1, 2, 3):
+            sha = ("a" if seed < 3 else "b") * 64
+            (src / arm / f"seed{seed}" / "config.json").write_text(json.dumps({"base_model": {"weights_sha256": sha}}))
+    write_report(src, tmp_path / "two")
+    lines = {ln.get_label(): ln for ln in saved[-1].axes[0].lines}
+    assert "gdpo, base aaaaaaaa (n=2)" in lines and "gdpo, base bbbbbbbb (n=1)" in lines
+    one, two = lines["gdpo, base aaaaaaaa (n=2)"], lines["gdpo, base bbbbbbbb (n=1)"]
+    assert one.get_color() == two.get_color() and one.get_linestyle() != two.get_linestyle()
+    rows = {s: read_rows(src / "gdpo" / f"seed{s}" / "metrics.jsonl") for s in (1, 2)}
+    expect = [(rows[1][t]["reward/format/mean"] + rows[2][t]["reward/format/mean"]) / 2 for t in range(STEPS)]
+    assert list(one.get_ydata()) == pytest.approx(expect)
