@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Resume the tool study in a new sitting (steps 1-3 of README.md), reusing what survived from the last one.
+#
+#   bash docs/results/tool-smollm2-cpu/resume.sh          # check and rebuild what is missing, then start the runs
+#   bash docs/results/tool-smollm2-cpu/resume.sh --check  # only say what is there and what would be done
+#
+# Run from main's checkout (STUDY_WORKTREE=DIR: another worktree folder than ../wt-study). The worktree goes to ../wt-study at the pinned commit; the base model must have the
+# rebuilt base's weights hash (amendment 1), else it stops: another hash is a new base and needs an amendment.
+set -euo pipefail
+PIN=08ea7ed
+BASE_SHA=978024dcce103cd8ab869de72784ee241c6a509c009ad82b37c0daf64d4d0d45
+MAIN="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+WT="${STUDY_WORKTREE:-$(dirname "$MAIN")/wt-study}"
+RESULTS="$MAIN/docs/results/tool-smollm2-cpu"
+LOG="$(dirname "$MAIN")/study.log"
+CHECK=0
+[ "${1:-}" = "--check" ] && CHECK=1
+say() { echo "[resume] $*"; }
+do_or_say() { if [ $CHECK = 1 ]; then say "would run: $*"; else say "running: $*"; "$@"; fi; }
+
+RUNNING=0
+if pgrep -f "mrtpo_openrlhf.study run" >/dev/null; then
+  RUNNING=1
+  say "a study run is already going (pgrep -f 'mrtpo_openrlhf.study run'); tail $LOG"
+  [ $CHECK = 1 ] || exit 0
+fi
+if [ -d "$WT" ]; then
+  have=$(git -C "$WT" rev-parse --short=7 HEAD)
+  if [ "$have" != "$PIN" ]; then
+    say "$WT is at $have, not the pinned $PIN: move it aside and run again"
+    exit 1
+  fi
+  if [ -n "$(git -C "$WT" status --porcelain --untracked-files=no)" ]; then
+    say "$WT has uncommitted changes to tracked files: the runs would record a dirty tree; stop"
+    exit 1
+  fi
+  say "worktree $WT at $PIN: kept"
+else
+  do_or_say git -C "$MAIN" worktree add "$WT" "$PIN"
+fi
+if [ -x "$WT/.venv/bin/python" ]; then
+  say "worktree venv: kept"
+else
+  do_or_say bash "$WT/scripts/install.sh"
+fi
+MODEL="$WT/runs/coldstart/tool-sft10"
+# the study's weights hash (study/cold_start.py weights_sha256): sha256 over the hex sha256 of each safetensors file
+weights_sha() {
+  python3 - "$1" <<'PY'
+import hashlib, pathlib, sys
+files = sorted(pathlib.Path(sys.argv[1]).glob("*.safetensors"))
+digest = lambda f: hashlib.sha256(f.read_bytes()).hexdigest()
+print(hashlib.sha256("".join(digest(f) for f in files).encode()).hexdigest() if files else "")
+PY
+}
+sha=$(weights_sha "$MODEL")
+if [ -z "$sha" ]; then
+  if [ $CHECK = 1 ]; then
+    say "would rebuild the base model (about 5 minutes) into $MODEL"
+  else
+    (cd "$WT" && source scripts/env.sh && .venv/bin/python -m mrtpo_openrlhf.study coldstart --out runs/coldstart/tool-sft10 \
+      --steps 10 --lr 3e-5 --exclude mrtpo_openrlhf/data/tool/study/provenance.json)
+    sha=$(weights_sha "$MODEL")
+  fi
+fi
+if [ -n "$sha" ] && [ "$sha" != "$BASE_SHA" ]; then
+  say "base model $MODEL has weights sha256 ${sha:0:12}, not ${BASE_SHA:0:12}: a new base; stop (the plan needs an amendment)"
+  exit 1
+fi
+[ -n "$sha" ] && say "base model: weights sha256 ${sha:0:12}, the rebuilt base"
+done_runs=$(find "$RESULTS/runs" -name result.json | wc -l)
+say "$done_runs runs committed under $RESULTS/runs"
+if [ $CHECK = 1 ]; then
+  [ $RUNNING = 1 ] && exit 0
+  say "would start: study run --arms gdpo mrtpo mrtpo-shuffle (log: $LOG)"
+  exit 0
+fi
+cd "$WT"
+source scripts/env.sh
+RAY_memory_usage_threshold=0.98 nohup .venv/bin/python -m mrtpo_openrlhf.study run examples/study/tool_smollm2_cpu.toml \
+  --arms gdpo mrtpo mrtpo-shuffle --results "$RESULTS" >"$LOG" 2>&1 &
+say "study started (pid $!); log: $LOG"
