@@ -1,16 +1,17 @@
 """Peak memory and step time of the embedded default, and of a study run's shape, at two commits side by side.
 
     python benchmarks/default_memory.py --before ee17695^ [--after .] [--shape default study] [--steps 3]
+    python benchmarks/default_memory.py --before . --env-after VLLM_CPU_KVCACHE_SPACE=1   # one knob, one commit
 
 Each side runs ``python -m mrtpo_openrlhf.launch.default`` (the entry every checkout has) from its own checkout
 (``--before REF`` is checked out into a temporary git worktree that shares this checkout's .venv and model cache;
-``--after .`` is this checkout),
-one after the other, shape by shape. This process is the child subreaper of everything the runs start (Ray's
-daemons included), so it samples the PSS of every process of the run, whatever the commit's own launcher
-records, and MemAvailable, once a second. It prints, per shape and side: the peak PSS and its largest holders,
-the fall in MemAvailable, the median step time (``timing/step_total``, steps 2 on) and the last step's rewards,
-so "same results" and "no step slower by 10%" can be read beside the memory. Run it on an otherwise idle machine:
-Ray's workers run at a low priority and anything else busy slows them several-fold.
+``--after .`` is this checkout), one after the other, shape by shape; ``--env-before`` / ``--env-after NAME=VALUE``
+add variables to one side, so a CPU-layer setting can be tried on one commit side by side. This process is the
+child subreaper of everything the runs start (Ray's daemons included), so it samples the PSS of every process of
+the run, whatever the commit's own launcher records, and MemAvailable, once a second. It prints, per shape and side:
+the peak PSS and its largest holders, the fall in MemAvailable, the median step time (``timing/step_total``, steps 2
+on) and the last step's rewards, so "same results" and "no step slower by 10%" can be read beside the memory. Run it
+on an otherwise idle machine: Ray's workers run at a low priority and anything else busy slows them several-fold.
 
 Shapes: ``default`` is the README's main job (SQL, MRTPO, 2 prompts x 4 samples); ``study`` is the tool study's
 shape (tool task, 2 prompts x 8 samples, 160 new tokens, micro-batches of 4).
@@ -59,12 +60,12 @@ def checkout(ref: str, keep: list) -> Path:
     return folder
 
 
-def run_side(root: Path, shape: str, steps: int, out: Path) -> dict:
+def run_side(root: Path, shape: str, steps: int, out: Path, extra_env: dict | None = None) -> dict:
     command = [
         str(REPO / ".venv" / "bin" / "python"), "-m", "mrtpo_openrlhf.launch.default",
         *SHAPES[shape][:4], "--steps", str(steps), "--out", str(out), *SHAPES[shape][4:],
     ]  # fmt: skip
-    env = dict(os.environ, MRTPO_SKIP_MEMORY_CHECK="1")
+    env = dict(os.environ, MRTPO_SKIP_MEMORY_CHECK="1", **(extra_env or {}))
     t0 = time.time()
     with open(out.parent / f"{out.name}.log", "w") as log:
         proc = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -96,7 +97,18 @@ def main() -> None:
     parser.add_argument("--shape", nargs="+", choices=sorted(SHAPES), default=["default", "study"])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--out", default="runs/bench-default-memory", help="run folders and results.json")
+    for side in ("before", "after"):
+        parser.add_argument(
+            f"--env-{side}", action="append", default=[], metavar="NAME=VALUE", help=f"a variable for the {side} side"
+        )
     args = parser.parse_args()
+    side_env = {}
+    for side in ("before", "after"):
+        pairs = [item.partition("=") for item in getattr(args, f"env_{side}")]
+        bad = [name for name, sep, _ in pairs if not sep or not name]
+        if bad:
+            parser.error(f"--env-{side}: expected NAME=VALUE, got {bad[0]!r}")
+        side_env[side] = {name: value for name, _, value in pairs}
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed: this benchmark needs Linux")
@@ -109,8 +121,10 @@ def main() -> None:
         sides = {"before": checkout(args.before, worktrees), "after": checkout(args.after, worktrees)}
         for shape in args.shape:
             for side, root in sides.items():
-                print(f"[bench] {shape} / {side} ({args.before if side == 'before' else args.after}) ...", flush=True)
-                res = run_side(root, shape, args.steps, out / f"{shape}-{side}")
+                ref = args.before if side == "before" else args.after
+                extra = " ".join(f"{k}={v}" for k, v in side_env[side].items())
+                print(f"[bench] {shape} / {side} ({ref}{', ' + extra if extra else ''}) ...", flush=True)
+                res = run_side(root, shape, args.steps, out / f"{shape}-{side}", side_env[side])
                 results[f"{shape}/{side}"] = res
                 roles = ", ".join(f"{k} {v:.2f}" for k, v in list((res["peak_by_role_gib"] or {}).items())[:5])
                 print(
@@ -122,7 +136,8 @@ def main() -> None:
     finally:
         for folder in worktrees:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(folder)], check=False)
-    (out / "results.json").write_text(json.dumps(dict(before=args.before, after=args.after, **results), indent=2))
+    record = dict(before=args.before, after=args.after, env_before=side_env["before"], env_after=side_env["after"])
+    (out / "results.json").write_text(json.dumps(dict(record, **results), indent=2))
     print(f"{'shape/side':<16}{'peak GiB':>10}{'step s':>9}")
     for key, res in results.items():
         print(f"{key:<16}{res['peak_pss_gib'] or 0:>10.2f}{res['median_step_s'] or 0:>9.1f}")
