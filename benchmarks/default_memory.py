@@ -1,7 +1,7 @@
 """Peak memory and step time of the embedded default, and of a study run's shape, at two commits side by side.
 
     python benchmarks/default_memory.py --before ee17695^ [--after .] [--shape default study] [--steps 3]
-    python benchmarks/default_memory.py --before . --env-after VLLM_CPU_KVCACHE_SPACE=1   # one knob, one commit
+    python benchmarks/default_memory.py --before . --env-after MRTPO_CPU_KV_CACHE_MB=256   # one knob, one commit
 
 Each side runs ``python -m mrtpo_openrlhf.launch.default`` (the entry every checkout has) from its own checkout
 (``--before REF`` is checked out into a temporary git worktree that shares this checkout's .venv and model cache;
