@@ -29,6 +29,12 @@ def label(arm: str, seed: int) -> str:
     return BASE if arm == BASE else f"{arm}-seed{seed}"
 
 
+def parse_label(text: str) -> tuple[str, int] | None:
+    """``label``'s (arm, seed); None for the base model or a folder name it did not write."""
+    arm, sep, seed = text.rpartition("-seed")
+    return (arm, int(seed)) if sep and arm and seed.isdigit() else None
+
+
 def checkpoint(cfg: StudyConfig, study_dir: Path, arm: str, seed: int) -> str:
     """The model to diagnose: the config's model for ``base``, else the run's saved final model."""
     if arm == BASE:

@@ -174,6 +174,11 @@ class Study:
         """The sha256 of the weights the run started from (``config.json`` ``base_model``), when recorded."""
         return ((self.file(arm, seed, "config") or {}).get("base_model") or {}).get("weights_sha256")
 
+    def base_short(self, arm: str, seed: int) -> str | None:
+        """``base_weights`` as the report prints it (12 hex digits)."""
+        sha = self.base_weights(arm, seed)
+        return sha[:12] if sha else None
+
     @property
     def has_heldout(self) -> bool:
         return any(f.get("heldout") for by in self.files.values() for f in by.values())
@@ -549,11 +554,11 @@ def localization_table(runs, names: list[str], steps: int) -> list[str]:
 def localization_coverage(localized: Sequence[str], runs: dict[str, dict[int, Any]]) -> str:
     """One line: which finished runs' checkpoints were localized (labels ``<arm>-seed<k>``), per arm localized and
     for the method's arm, so a reader sees how few checkpoints the localization rests on."""
+    from .localize import parse_label
+
     seeds: dict[str, set[int]] = {method_arm(): set()}
-    for label in localized:
-        arm, sep, seed = label.rpartition("-seed")
-        if sep and seed.isdigit():
-            seeds.setdefault(arm, set()).add(int(seed))
+    for arm, seed in filter(None, map(parse_label, localized)):
+        seeds.setdefault(arm, set()).add(seed)
     parts = []
     for arm in [a for a in ARMS if a in seeds] + sorted(set(seeds) - set(ARMS)):
         done = sorted(seeds[arm])
@@ -756,10 +761,7 @@ def heldout_table(study: Study) -> list[str]:
         ]
         return "| " + " | ".join(cells) + " |"
 
-    def base_of(arm: str, seed: int) -> str | None:
-        sha = study.base_weights(arm, seed)
-        return sha[:12] if sha else None
-
+    base_of = study.base_short
     bases = {base_of(arm, seed) for arm, by in study.runs.items() for seed in by}
     for path in sorted(study.folder.glob("heldout_base*.json")):  # the base models before any RL
         h = _read_json(path)
@@ -1074,8 +1076,7 @@ def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, 
     by_base: dict[str, set[int]] = {}
     for arm, seeds in study.runs.items():
         for seed in seeds:
-            sha = study.base_weights(arm, seed)
-            by_base.setdefault(sha[:12] if sha else "unrecorded", set()).add(seed)
+            by_base.setdefault(study.base_short(arm, seed) or "unrecorded", set()).add(seed)
     if len(by_base) > 1:
         out.append(
             "The runs started from "
@@ -1197,8 +1198,8 @@ def plot_curves(study: Study, out: Path) -> None:
     keys = [f"reward/{n}/mean" for n in study.names] + [TOTAL] + ([lk] if lk else [])
     titles = {f"reward/{n}/mean": f"reward: {n}" for n in study.names}
     titles[TOTAL] = "summed reward"
-    short_base = lambda arm, seed: (study.base_weights(arm, seed) or "")[:8] or None  # noqa: E731
-    plot(study.runs, keys, study.steps, out / "curves.png", titles, short_base)
+    legend_base = lambda arm, seed: (study.base_short(arm, seed) or "")[:8] or None  # noqa: E731
+    plot(study.runs, keys, study.steps, out / "curves.png", titles, legend_base)
 
 
 def declared_results(
@@ -1355,8 +1356,7 @@ def write_report(
     md += primary_section(study, declared, primary, source, alpha)
     md += ["", "## Curves", "", "![curves](curves.png)", ""]
     md += ["## Per arm, training (mean over seeds; final = last logged step; AUC = mean over steps)", ""]
-    short_base = lambda arm, seed: (study.base_weights(arm, seed) or "")[:12] or None  # noqa: E731
-    md += arm_table(study.runs, study.names, study.steps, format_reward, threshold, study.cpu_label, short_base)
+    md += arm_table(study.runs, study.names, study.steps, format_reward, threshold, study.cpu_label, study.base_short)
     md += [""]
     md += ["## Secondary comparisons (A - B paired by seed; unadjusted; they describe, no verdicts)", ""]
     md += comparison_rows(secondary, False, alpha, with_verdict=False) + [""]
