@@ -125,6 +125,12 @@ def add_report_command(sub) -> None:
         "`comparisons`, else the report's: mrtpo:gdpo, gdpo:grpo and mrtpo against each placement's arm)",
     )
     p.add_argument("--alpha", type=float, default=0.05, help="decision level of the verdicts")
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="the study's TOML, when its plan (seeds, arm_seeds, comparisons, comparison_seeds) was amended after "
+        "runs began; every other setting must match the runs' study.json (default: study.json)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -155,7 +161,8 @@ def report_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int
         ap.error(f"{args.dir}: no such study folder")
     if not 0 < args.alpha < 1:
         ap.error(f"--alpha {args.alpha}: must lie between 0 and 1")
-    missing = [str(p) for p in [*args.probe, *([args.notes] if args.notes else [])] if not p.is_file()]
+    given = [*args.probe, *([args.notes] if args.notes else []), *([args.config] if args.config else [])]
+    missing = [str(p) for p in given if not p.is_file()]
     if missing:
         ap.error(f"no such file: {', '.join(missing)}")
     try:
@@ -168,6 +175,7 @@ def report_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int
             args.notes.read_text(encoding="utf-8") if args.notes else "",
             comparisons=args.comparisons,
             alpha=args.alpha,
+            config_file=args.config,
         )
     except ReportError as exc:
         print(f"[study] {exc}", file=sys.stderr)

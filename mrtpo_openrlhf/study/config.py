@@ -27,6 +27,8 @@
     heldout_samples = 4
     comparisons = []                # the declared comparisons "a:b" (A - B paired by seed, Holm together), for the
                                     # report; empty: the report's default
+    comparison_seeds = {}           # "a:b" -> the seeds that comparison pairs (default: every seed planned for
+                                    # both arms), e.g. when an arm runs extra seeds for another comparison only
 
 Every arm of one seed gets the same prompts, data order, rollout seed and initial model (``--train.seed``).
 """
@@ -136,6 +138,7 @@ class StudyConfig:
     heldout_prompts: int = 64
     heldout_samples: int = 4
     comparisons: list[str] = field(default_factory=list)
+    comparison_seeds: dict[str, list[int]] = field(default_factory=dict)
 
     def __post_init__(self):
         run = RUN_SETTINGS.get(self.backend)
@@ -235,6 +238,18 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
         a, sep, b = str(item).partition(":")
         if not sep or a not in cfg.arms or b not in cfg.arms or a == b:
             raise ConfigError(f"{where}: comparisons {item!r}: give 'A:B' with two different arms of {cfg.arms}")
+    for item, seeds in cfg.comparison_seeds.items():
+        a, _, b = item.partition(":")
+        if item not in cfg.comparisons:
+            raise ConfigError(
+                f"{where}: comparison_seeds names {item!r}, which is not in comparisons {cfg.comparisons}"
+            )
+        both = set(cfg.seeds_of(a)) & set(cfg.seeds_of(b))
+        if not seeds or len(set(seeds)) != len(seeds) or not set(seeds) <= both:
+            raise ConfigError(
+                f"{where}: comparison_seeds.{item} {seeds} must be non-empty, without repeats, and among the seeds "
+                f"planned for both arms {sorted(both)}"
+            )
     for key in ("heldout_prompts", "heldout_samples"):
         if int(getattr(cfg, key)) < 1:
             raise ConfigError(f"{where}: {key} must be >= 1")

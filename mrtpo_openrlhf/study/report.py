@@ -20,6 +20,7 @@ import numpy as np
 
 from mrtpo_openrlhf.core.placements import NO_REPLAY, get_placement
 from mrtpo_openrlhf.metrics import first_key, read_metrics
+from mrtpo_openrlhf.paths import REPO_ROOT
 
 from .config import ARMS, ablation_arms, method_arm
 from .stats import (
@@ -223,14 +224,44 @@ def parse_comparisons(text: str, flag: str = "--comparisons") -> list[tuple[str,
 
 
 def planned_seeds(config: dict[str, Any], a: str, b: str) -> list[int]:
-    """The seeds the config plans for both arms (``seeds``, narrowed by ``arm_seeds``); none for an arm it lacks."""
+    """The seeds the config plans for comparison A - B: its ``comparison_seeds`` entry, else every seed planned
+    for both arms (``seeds``, narrowed by ``arm_seeds``); none for an arm it lacks."""
     seeds = config.get("seeds", [])
     arms = config.get("arms", [])
+    if f"{a}:{b}" in config.get("comparison_seeds", {}):
+        return sorted(config["comparison_seeds"][f"{a}:{b}"])
 
     def of(arm: str) -> list[int]:
         return config.get("arm_seeds", {}).get(arm, seeds) if arm in arms else []
 
     return [s for s in seeds if s in of(a) and s in of(b)]
+
+
+# the keys of a study config that say what is run and compared, not how a run trains: an amended plan
+# (``study report --config``) may change these and nothing else
+PLAN_KEYS = ("seeds", "arm_seeds", "comparisons", "comparison_seeds")
+
+
+def amended_plan(config_file: Path, as_run: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The study config at ``config_file`` (TOML, validated) and the plan keys in which it differs from
+    ``as_run`` (the runs' ``study.json``); any other difference is an error, since its runs would not be the
+    runs the config describes."""
+    from .config import ConfigError, load_config
+
+    try:
+        plan = load_config(config_file).to_dict()
+    except ConfigError as exc:
+        raise ReportError(f"--config: {exc}") from None
+    if not as_run:
+        raise ReportError(f"--config {config_file}: the study folder has no study.json to check it against")
+    other = sorted(k for k in set(plan) | set(as_run) if k not in PLAN_KEYS and plan.get(k) != as_run.get(k))
+    if other:
+        shown = "; ".join(f"{k}: {plan.get(k)!r} vs {as_run.get(k)!r} as run" for k in other)
+        raise ReportError(
+            f"--config {config_file} differs from the runs' study.json beyond the plan keys {', '.join(PLAN_KEYS)}: "
+            f"{shown}"
+        )
+    return plan, [k for k in PLAN_KEYS if plan.get(k, {}) != as_run.get(k, {})]
 
 
 def _paired_record(p: Paired | None) -> dict[str, Any] | None:
@@ -274,11 +305,18 @@ def pair_problem(study: Study, a: str, b: str, seed: int) -> str | None:
     return "; ".join(problems) or None
 
 
-def exclusions(study: Study, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str, int], str]:
+def exclusions(
+    study: Study, pairs: Sequence[tuple[str, str]], config: dict[str, Any] | None = None
+) -> dict[tuple[str, str, int], str]:
+    """(a, b, seed) -> why that seed's runs are not paired: ``pair_problem``, or a seed outside the config's
+    ``comparison_seeds`` for A - B (run for another comparison only)."""
     out = {}
+    chosen = (config or {}).get("comparison_seeds", {})
     for a, b in dict.fromkeys(pairs):
         for seed in sorted(set(study.runs.get(a, {})) & set(study.runs.get(b, {}))):
             why = pair_problem(study, a, b, seed)
+            if f"{a}:{b}" in chosen and seed not in chosen[f"{a}:{b}"]:
+                why = "; ".join(filter(None, [why, f"not among the seeds the plan gives {a} - {b} (comparison_seeds)"]))
             if why:
                 out[(a, b, seed)] = why
     return out
@@ -656,8 +694,10 @@ def provenance_section(study: Study, excluded: dict[tuple[str, str, int], str]) 
             md += [f"No provenance recorded: {', '.join(missing)}.", ""]
     if excluded:
         md += [
-            "**Excluded pairs** (not paired: another training path, dtype or base model, or provenance on one side "
-            "only): " + "; ".join(f"{a} / {b} seed {s} ({why})" for (a, b, s), why in excluded.items()) + ".",
+            "**Excluded pairs** (not paired: another training path, dtype or base model, provenance on one side "
+            "only, or a seed the plan gives that comparison no part in): "
+            + "; ".join(f"{a} / {b} seed {s} ({why})" for (a, b, s), why in excluded.items())
+            + ".",
             "",
         ]
     else:
@@ -788,6 +828,14 @@ def heldout_table(study: Study) -> list[str]:
             f"sampling seed {setup.get('seed')}, through the task's own `reward_func`.",
         ]
     return lines
+
+
+def _shown(path: Path) -> str:
+    """``path`` from the repository root when it lies inside it (a report names no machine's folders)."""
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
 
 
 def checkout_relative(path: str | None) -> str | None:
@@ -1317,10 +1365,12 @@ def write_report(
     extra_md: str = "",
     comparisons: str | None = None,
     alpha: float = ALPHA,
+    config_file: Path | None = None,
 ) -> Path:
     """``report.md``, ``summary.json`` and ``curves.png`` of the study at ``root`` (a study folder, or a committed
     results folder with its runs under ``runs/``), written to ``out`` (default: ``root``) with copies of the small
-    files."""
+    files. ``config_file``: the study's TOML when its plan was amended after runs began (``amended_plan``);
+    default: the runs' ``study.json``."""
     root = Path(root).resolve()
     out = Path(out or root).resolve()
     study_file = root / "study.json"
@@ -1328,6 +1378,9 @@ def write_report(
     if (root / "runs").is_dir() and not any((root / arm).is_dir() for arm in ARMS):
         root = root / "runs"  # a committed results folder: the runs' copies live under runs/
     config = _read_json(study_file) or {}
+    amended: list[str] = []
+    if config_file is not None:
+        config, amended = amended_plan(Path(config_file), config)
     study = load_study(root, folder, config)
     out.mkdir(parents=True, exist_ok=True)
     copy_small_files(study, root, out, study_file)
@@ -1335,7 +1388,7 @@ def write_report(
 
     declared_pairs, source = declared_comparisons(config, comparisons)
     exploratory_pairs = exploratory_comparisons()
-    excluded = exclusions(study, [*declared_pairs, *exploratory_pairs])
+    excluded = exclusions(study, [*declared_pairs, *exploratory_pairs], config)
     for (a, b, s), why in excluded.items():
         print(f"[study] not paired: {a} / {b} seed {s}: {why}", file=sys.stderr)
     primary = primary_endpoint(study)
@@ -1347,6 +1400,13 @@ def write_report(
     prompts_md, prompts_info = prompt_section(study)
 
     md = status_section(study, config, root.name)
+    if amended:
+        md += [
+            f"Plan: `{_shown(Path(config_file))}` (`--config`), amended after runs began: "
+            f"its {', '.join(f'`{k}`' for k in amended)} differ from the runs' own `study.json`, which the "
+            "runner wrote; every other setting is the same.",
+            "",
+        ]
     if extra_md:
         md += [extra_md, ""]
     superseded = superseded_runs(folder)

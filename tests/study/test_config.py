@@ -58,6 +58,13 @@ def test_arm_seeds_restrict_an_arm():
         ({"heldout_samples": 0}, "heldout_samples"),
         ({"comparisons": ["mrtpo:grpo"]}, "comparisons"),
         ({"comparisons": ["mrtpo"]}, "comparisons"),
+        ({"comparison_seeds": {"mrtpo:gdpo": [1]}}, "not in comparisons"),
+        ({"comparisons": ["mrtpo:gdpo"], "comparison_seeds": {"mrtpo:gdpo": [3]}}, "among the seeds planned"),
+        ({"comparisons": ["mrtpo:gdpo"], "comparison_seeds": {"mrtpo:gdpo": []}}, "non-empty"),
+        (
+            {"comparisons": ["mrtpo:gdpo"], "arm_seeds": {"gdpo": [2]}, "comparison_seeds": {"mrtpo:gdpo": [1, 2]}},
+            "among the seeds planned for both arms \\[2\\]",
+        ),
     ],
 )
 def test_bad_configs_name_the_problem(change, message):

@@ -227,6 +227,20 @@ def test_committed_reports_regenerate_byte_for_byte(tmp_path, name):
     assert json.loads((tmp_path / "summary.json").read_text()) == json.loads((folder / "summary.json").read_text())
 
 
+def test_the_tool_study_report_regenerates_byte_for_byte_from_its_amended_plan(tmp_path):
+    """The interim tool-study report is what ``study report --config`` (amendment 3) makes of its committed runs,
+    the command in docs/results/tool-smollm2-cpu/README.md."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    folder = repo / "docs" / "results" / "tool-smollm2-cpu"
+    argv = ["report", str(folder), "--out", str(tmp_path), "--format-reward", "format", "--threshold", "0.8"]
+    argv += ["--config", str(repo / "examples" / "study" / "tool_smollm2_cpu.toml")]
+    assert main(argv) == 0
+    assert (tmp_path / "report.md").read_text() == (folder / "report.md").read_text()
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads((folder / "summary.json").read_text())
+
+
 def test_a_comparison_short_of_its_planned_seeds_is_incomplete_and_not_judged(tmp_path):
     """The plan (10 seeds for the main arms, 8 for grpo and joint) with 8 seeds done everywhere: mrtpo - gdpo and
     mrtpo - shuffle are incomplete, shown with their numbers but judged on nothing and counted in Holm as p = 1;
@@ -448,3 +462,77 @@ def test_curves_have_a_line_per_arm_and_base_when_the_runs_have_several(tmp_path
     rows = {s: read_rows(src / "gdpo" / f"seed{s}" / "metrics.jsonl") for s in (1, 2)}
     expect = [(rows[1][t]["reward/format/mean"] + rows[2][t]["reward/format/mean"]) / 2 for t in range(STEPS)]
     assert list(one.get_ydata()) == pytest.approx(expect)
+
+
+def test_comparison_seeds_pair_only_the_seeds_the_plan_gives_a_comparison(tmp_path):
+    """Amendment-3 shape: gdpo and mrtpo run seeds 1-10, grpo only 5-10; mrtpo - gdpo is declared on seeds 1-8 and
+    gdpo - grpo on 5-10. Seeds 9-10 of mrtpo - gdpo are left out and named; each comparison has its planned n."""
+    src = make_study(tmp_path / "study", arms={"grpo": 0, "gdpo": 0, "mrtpo": 0}, seeds=range(1, 11), heldout=True)
+    for seed in range(1, 5):
+        for file in (src / "grpo" / f"seed{seed}").iterdir():
+            file.unlink()
+        (src / "grpo" / f"seed{seed}").rmdir()
+    plan = {
+        "name": "fixture",
+        "steps": STEPS,
+        "arms": ["grpo", "gdpo", "mrtpo"],
+        "seeds": list(range(1, 11)),
+        "arm_seeds": {"grpo": list(range(5, 11))},
+        "comparisons": ["mrtpo:gdpo", "gdpo:grpo"],
+        "comparison_seeds": {"mrtpo:gdpo": list(range(1, 9)), "gdpo:grpo": list(range(5, 11))},
+    }
+    (src / "study.json").write_text(json.dumps(plan))
+    write_report(src, tmp_path / "out")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    d = summary["declared"]
+    assert (d["mrtpo - gdpo"]["n"], d["mrtpo - gdpo"]["planned"]) == (8, 8)
+    assert (d["gdpo - grpo"]["n"], d["gdpo - grpo"]["planned"]) == (6, 6)
+    # every paired difference has one sign: the exact two-sided sign-flip p is 2 / 2^n
+    assert d["mrtpo - gdpo"]["p_signflip"] == pytest.approx(2 / 2**8)
+    assert d["gdpo - grpo"]["p_signflip"] == pytest.approx(2 / 2**6)
+    left_out = {k for k, why in summary["excluded"].items() if "comparison_seeds" in why}
+    assert left_out == {"mrtpo - gdpo seed 9", "mrtpo - gdpo seed 10"}
+    assert (
+        "mrtpo / gdpo seed 9 (not among the seeds the plan gives mrtpo - gdpo"
+        in (tmp_path / "out" / "report.md").read_text()
+    )
+
+
+def _toml(plan):
+    def value(v):
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f'"{k}" = {value(x)}' for k, x in v.items()) + " }"
+        return json.dumps(v)
+
+    return "[study]\n" + "".join(f"{k} = {value(v)}\n" for k, v in plan.items() if v is not None)
+
+
+def test_an_amended_plan_is_read_with_config_and_checked_against_the_runs(tmp_path, capsys):
+    """--config: the plan keys may differ from the runs' study.json (here more seeds for gdpo and mrtpo, one
+    comparison's seeds narrowed), and the report says which; a training setting that differs is refused."""
+    from mrtpo_openrlhf.study.config import parse_config
+
+    src = make_study(tmp_path / "study", arms={"gdpo": 0, "mrtpo": 0}, seeds=range(1, 5), heldout=True)
+    base = dict(name="fixture", task="tool", data="x.jsonl", arms=["gdpo", "mrtpo"], seeds=[1, 2, 3], steps=STEPS)
+    (src / "study.json").write_text(json.dumps(parse_config(base).to_dict()))
+    amended = {
+        **base,
+        "seeds": [1, 2, 3, 4],
+        "comparisons": ["mrtpo:gdpo"],
+        "comparison_seeds": {"mrtpo:gdpo": [1, 2, 3]},
+    }
+    (tmp_path / "plan.toml").write_text(_toml(amended))
+    argv = ["report", str(src), "--out", str(tmp_path / "out"), "--config", str(tmp_path / "plan.toml")]
+    assert main(argv) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "(`--config`), amended after runs began: its `seeds`, `comparisons`, `comparison_seeds` differ" in md
+    d = json.loads((tmp_path / "out" / "summary.json").read_text())["declared"]
+    assert (d["mrtpo - gdpo"]["n"], d["mrtpo - gdpo"]["planned"]) == (3, 3)
+
+    (tmp_path / "bad.toml").write_text(_toml({**amended, "lr": 1e-3}))
+    assert main([*argv[:-1], str(tmp_path / "bad.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "differs from the runs' study.json beyond the plan keys" in err and "lr: 0.001" in err
+    with pytest.raises(SystemExit):
+        main([*argv[:-1], str(tmp_path / "missing.toml")])
+    assert "no such file" in capsys.readouterr().err

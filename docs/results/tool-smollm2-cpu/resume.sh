@@ -4,10 +4,13 @@
 #   bash docs/results/tool-smollm2-cpu/resume.sh          # check and rebuild what is missing, then start the runs
 #   bash docs/results/tool-smollm2-cpu/resume.sh --check  # only say what is there and what would be done
 #
-# Run from main's checkout (STUDY_WORKTREE=DIR: another worktree folder than ../wt-study). The worktree goes to ../wt-study at the pinned commit; the base model must have the
-# rebuilt base's weights hash (amendment 1), else it stops: another hash is a new base and needs an amendment.
+# Run from main's checkout (STUDY_WORKTREE=DIR: another worktree folder than ../wt-study). The worktree goes to
+# ../wt-study at the pinned commit of the study's phase: 08ea7ed until all 30 primary runs are committed, then
+# b771232 (amendment 3: the secondary arms and gdpo/mrtpo seeds 11-12; the same training path). The base model must
+# have the rebuilt base's weights hash (amendment 1), else it stops: another hash is a new base and needs an amendment.
 set -euo pipefail
-PIN=08ea7ed
+PIN_PRIMARY=08ea7ed
+PIN_SECONDARY=b771232
 BASE_SHA=978024dcce103cd8ab869de72784ee241c6a509c009ad82b37c0daf64d4d0d45
 MAIN="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 WT="${STUDY_WORKTREE:-$(dirname "$MAIN")/wt-study}"
@@ -18,6 +21,20 @@ CHECK=0
 say() { echo "[resume] $*"; }
 do_or_say() { if [ $CHECK = 1 ]; then say "would run: $*"; else say "running: $*"; "$@"; fi; }
 
+primary_done=0
+for arm in gdpo mrtpo mrtpo-shuffle; do
+  for seed in 1 2 3 4 5 6 7 8 9 10; do
+    [ -f "$RESULTS/runs/$arm/seed$seed/result.json" ] && primary_done=$((primary_done + 1))
+  done
+done
+if [ $primary_done -lt 30 ]; then
+  PIN=$PIN_PRIMARY ARMS="gdpo mrtpo mrtpo-shuffle"
+  say "phase 1: $primary_done of 30 primary runs committed"
+else
+  PIN=$PIN_SECONDARY ARMS="grpo mrtpo-joint gdpo mrtpo"
+  say "phase 2 (amendment 3): all 30 primary runs committed"
+fi
+
 RUNNING=0
 if pgrep -f "mrtpo_openrlhf.study run" >/dev/null; then
   RUNNING=1
@@ -26,15 +43,18 @@ if pgrep -f "mrtpo_openrlhf.study run" >/dev/null; then
 fi
 if [ -d "$WT" ]; then
   have=$(git -C "$WT" rev-parse --short=7 HEAD)
-  if [ "$have" != "$PIN" ]; then
-    say "$WT is at $have, not the pinned $PIN: move it aside and run again"
-    exit 1
-  fi
   if [ -n "$(git -C "$WT" status --porcelain --untracked-files=no)" ]; then
     say "$WT has uncommitted changes to tracked files: the runs would record a dirty tree; stop"
     exit 1
   fi
-  say "worktree $WT at $PIN: kept"
+  if [ "$have" = "$PIN_PRIMARY" ] && [ "$PIN" = "$PIN_SECONDARY" ]; then
+    do_or_say git -C "$WT" checkout --quiet --detach "$PIN"  # venv, base model and runs/ are untracked: kept
+  elif [ "$have" != "$PIN" ]; then
+    say "$WT is at $have, not the pinned $PIN: move it aside and run again"
+    exit 1
+  else
+    say "worktree $WT at $PIN: kept"
+  fi
 else
   do_or_say git -C "$MAIN" worktree add "$WT" "$PIN"
 fi
@@ -72,11 +92,12 @@ done_runs=$(find "$RESULTS/runs" -name result.json | wc -l)
 say "$done_runs runs committed under $RESULTS/runs"
 if [ $CHECK = 1 ]; then
   [ $RUNNING = 1 ] && exit 0
-  say "would start: study run --arms gdpo mrtpo mrtpo-shuffle (log: $LOG)"
+  say "would start: study run --arms $ARMS (log: $LOG)"
   exit 0
 fi
 cd "$WT"
 source scripts/env.sh
+# shellcheck disable=SC2086  # ARMS is a list of arm names
 RAY_memory_usage_threshold=0.98 nohup .venv/bin/python -m mrtpo_openrlhf.study run examples/study/tool_smollm2_cpu.toml \
-  --arms gdpo mrtpo mrtpo-shuffle --results "$RESULTS" >"$LOG" 2>&1 &
+  --arms $ARMS --results "$RESULTS" >"$LOG" 2>&1 &
 say "study started (pid $!); log: $LOG"
