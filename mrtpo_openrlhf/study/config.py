@@ -99,6 +99,7 @@ class StudyConfig:
     heldout_prompts: int = 64
     heldout_samples: int = 4
     comparisons: list[str] = field(default_factory=list)
+    comparison_seeds: dict[str, list[int]] = field(default_factory=dict)  # the tool study's amendment 3
 
     def data_path(self) -> Path:
         return _repo_path(self.data)
@@ -188,6 +189,16 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
         a, sep, b = str(item).partition(":")
         if not sep or a not in cfg.arms or b not in cfg.arms or a == b:
             raise ConfigError(f"{where}: comparisons {item!r}: give 'A:B' with two different arms of {cfg.arms}")
+    for item, seeds in cfg.comparison_seeds.items():
+        a, _, b = item.partition(":")
+        if item not in cfg.comparisons:
+            raise ConfigError(f"{where}: comparison_seeds names {item!r}, which is not in comparisons {cfg.comparisons}")
+        both = set(cfg.seeds_of(a)) & set(cfg.seeds_of(b))
+        if not seeds or len(set(seeds)) != len(seeds) or not set(seeds) <= both:
+            raise ConfigError(
+                f"{where}: comparison_seeds.{item} {seeds} must be non-empty, without repeats, and among the seeds "
+                f"planned for both arms {sorted(both)}"
+            )
     for key in ("heldout_prompts", "heldout_samples"):
         if int(getattr(cfg, key)) < 1:
             raise ConfigError(f"{where}: {key} must be >= 1")
