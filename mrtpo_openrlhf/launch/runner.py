@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, TextIO
 
-from ..cpu import SITE_DIR
+from ..cpu import SITE_DIR, sync_record
 from ..cpu import dtype as cpu_dtype
 from ..paths import REPO_ROOT
 from ..provenance import provenance
@@ -387,6 +387,7 @@ class RunResult:
     ray_start_seconds: float
     total_seconds: float
     peak_memory_bytes: int  # the largest PSS sum of the run's processes (memory.py), as the system saw it
+    sync_path: Optional[Path] = None  # the vLLM worker's weight-sync record (cpu/sync_record.py)
     stopped: Optional[str] = None  # "stalled" or "timed out" when the watchdog stopped the run
     cpu_dtype: str = ""  # "bf16" or "fp32": what every process trained and sampled in (also in run.json)
     milestones: Dict[str, float] = field(default_factory=dict)  # first time (s since start) a marker was seen
@@ -465,14 +466,15 @@ def check_memory(args: Sequence[str], env: Dict[str, str], echo: bool) -> Option
 
 
 def prepare_workdir(workdir: Path, env: Dict[str, str], args: Sequence[str], record: dict, need: Optional[int]) -> dict:
-    """Make the run folder, clear stale build locks and this run's old metrics (a resumed run keeps them: the
-    trainer continues them), and write ``run.json``; returns its record."""
+    """Make the run folder, clear stale build locks and this run's old metrics and weight-sync record (a resumed
+    run keeps them: the trainer continues them), and write ``run.json``; returns its record."""
     workdir.mkdir(parents=True, exist_ok=True)
     for lock in clear_stale_build_locks(env["TORCH_EXTENSIONS_DIR"]):
         print(f"[mrtpo.launch] removed a stale build lock (a killed extension build left it): {lock}", flush=True)
-    metrics_path = workdir / "metrics.jsonl"
-    if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
-        metrics_path.unlink()
+    resumed = "--ckpt.load_enable" in map(str, args)
+    for name in ("metrics.jsonl", sync_record.FILE_NAME):
+        if (workdir / name).exists() and not resumed:
+            (workdir / name).unlink()
     if need is not None:
         record["memory_estimate_gib"] = round(need / GIB, 2)
     (workdir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -531,8 +533,12 @@ def run_openrlhf_cpu(
     """
     workdir = Path(workdir).resolve()
     metrics_path = workdir / "metrics.jsonl"
+    sync_path = workdir / sync_record.FILE_NAME
     choice = dtype_choice(extra_env)  # resolved once: every process gets the concrete value
-    env = cpu_env(metrics_jsonl=metrics_path, extra=dict(extra_env or {}, **{cpu_dtype.ENV_VAR: choice.dtype}))
+    env = cpu_env(
+        metrics_jsonl=metrics_path,
+        extra={sync_record.ENV_VAR: str(sync_path), **(extra_env or {}), cpu_dtype.ENV_VAR: choice.dtype},
+    )
     dtype_info = dtype_record(choice)
     command = training_command(module, args)
     if dry_run:
@@ -620,6 +626,7 @@ def run_openrlhf_cpu(
         workdir=workdir,
         log_path=log_path,
         metrics_path=metrics_path,
+        sync_path=sync_path,
         ray_start_seconds=head.start_seconds,
         total_seconds=total,
         peak_memory_bytes=trace.peak_bytes,
