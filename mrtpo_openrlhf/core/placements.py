@@ -2,7 +2,7 @@
 
 An entry declares the mode's weights function, the replay it needs, its help text and its study arm; the CLI's
 choices (``adapter/args.py``), the replay the experience maker runs, the study's arms (``study/config.py``) and the
-report's comparisons and localization table (``study/report.py``) are read from ``PLACEMENTS``. The shipped modes
+report's comparisons and localization table (``study/report/``) are read from ``PLACEMENTS``. The shipped modes
 register themselves in ``weights.py`` (``mrtpo``, ``uniform``, ``shuffle``, ``joint``, in that order: the order of
 the CLI's choices and of the study's arms).
 

@@ -52,7 +52,7 @@ def is_done(path: Path, results: Path | None = None) -> bool:
 
 def publish(out: Path, results: Path) -> None:
     """Copy a finished run's small files (never the checkpoint) to the committed results folder."""
-    from .report import SMALL_FILES
+    from .report.runs import SMALL_FILES
 
     results.mkdir(parents=True, exist_ok=True)
     for name in SMALL_FILES:

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from mrtpo_openrlhf.study.__main__ import main
-from mrtpo_openrlhf.study.report import ReportError, checkout_relative, write_report
+from mrtpo_openrlhf.study.report import ReportError, write_report
+from mrtpo_openrlhf.study.report.runs import checkout_relative
 
 STEPS = 6
 # per-arm slope of the format reward: mrtpo > gdpo > grpo by construction
@@ -170,7 +171,7 @@ def test_declared_comparisons_and_prompts_seen(tmp_path, capsys):
 
 
 def test_interval_ends_near_zero_keep_their_sign_and_size():
-    from mrtpo_openrlhf.study.report import _interval
+    from mrtpo_openrlhf.study.report.text import _interval
 
     assert _interval(-0.0613, 0.1766) == "[-0.061, +0.177]"
     assert _interval(0.0004857, 0.1766) == "[+0.00049, +0.177]"  # not "+0.000": it does exclude zero

@@ -1,0 +1,145 @@
+"""What is compared (an ``Endpoint``: held-out, training AUC or final step) and the paired comparisons."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..stats import Paired, area, heldout_noise, holm, noise_floor, paired
+from .plan import planned_seeds
+from .runs import TOTAL, Study, _last, length_key, per_seed, series
+
+
+def _paired_record(p: Paired | None) -> dict[str, Any] | None:
+    """``summary.json``'s record of a comparison (``planned`` only where the config says it)."""
+    if p is None:
+        return None
+    record = asdict(p)
+    if record["planned"] is None:
+        record.pop("planned")
+    return record
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What is compared: ``heldout`` (the final checkpoint on unseen prompts), ``auc`` (mean over training steps)
+    or ``final`` (the last training step), of ``name`` (a reward, ``total``, or ``length``)."""
+
+    kind: str
+    name: str
+
+    def label(self) -> str:
+        what = {TOTAL: "summed reward", LENGTH: "response length (tokens)"}.get(self.name, self.name)
+        return {"heldout": f"held-out {what}", "auc": f"{what}, training AUC", "final": f"{what}, final step"}[
+            self.kind
+        ]
+
+
+LENGTH = "length"
+
+
+def _metric_key(study: Study, name: str) -> str | None:
+    if name == LENGTH:
+        return length_key(study.runs)
+    return TOTAL if name == TOTAL else f"reward/{name}/mean"
+
+
+def endpoint_values(study: Study, arm: str, ep: Endpoint) -> dict[int, float]:
+    """Per seed, the endpoint's value for ``arm`` (NaN where the run has no such value)."""
+    if ep.kind == "heldout":
+        out = {}
+        for seed in study.runs.get(arm, {}):
+            h = study.file(arm, seed, "heldout")
+            if not h:
+                out[seed] = math.nan
+            elif ep.name == TOTAL:
+                out[seed] = float(h["total"])
+            elif ep.name == LENGTH:
+                out[seed] = float(h.get("mean_response_tokens", math.nan))
+            else:
+                out[seed] = float(h.get("rewards", {}).get(ep.name, math.nan))
+        return out
+    key = _metric_key(study, ep.name)
+    if key is None:
+        return {}
+    return per_seed(study.runs, arm, key, study.steps, area if ep.kind == "auc" else _last)
+
+
+def _seed_noise(study: Study, a: str, b: str, seeds: Sequence[int], ep: Endpoint) -> float:
+    """The within-run noise floor of one seed's A - B (``stats.noise_floor`` / ``stats.heldout_noise``)."""
+    if ep.kind in ("auc", "final"):
+        key = _metric_key(study, ep.name)
+        ca = [series(study.runs[a][s], key, study.steps) for s in seeds]
+        cb = [series(study.runs[b][s], key, study.steps) for s in seeds]
+        return noise_floor(ca, cb, ep.kind)
+    per = []
+    for s in seeds:
+        ha, hb = study.file(a, s, "heldout"), study.file(b, s, "heldout")
+        if ep.name == TOTAL:
+            per.append(heldout_noise(ha.get("per_prompt_total", []), hb.get("per_prompt_total", [])))
+        elif ep.name != LENGTH:  # a 0/1 reward: the binomial standard error over the scored responses
+            va, vb = (h.get("rewards", {}).get(ep.name, math.nan) for h in (ha, hb))
+            na, nb = max(1, ha.get("responses", 1)), max(1, hb.get("responses", 1))
+            per.append(math.sqrt(va * (1 - va) / na + vb * (1 - vb) / nb))
+    per = [x for x in per if not math.isnan(x)]
+    return math.sqrt(float(np.mean(np.square(per)))) if per else math.nan
+
+
+def compare(study: Study, a: str, b: str, ep: Endpoint, excluded=None) -> Paired | None:
+    """A - B paired by seed on ``ep``; seeds in ``excluded`` (``exclusions``) are left out."""
+    if a not in study.runs or b not in study.runs:
+        return None
+    va, vb = endpoint_values(study, a, ep), endpoint_values(study, b, ep)
+    seeds = [
+        s
+        for s in sorted(set(va) & set(vb))
+        if (a, b, s) not in (excluded or {}) and not (math.isnan(va[s]) or math.isnan(vb[s]))
+    ]
+    if not seeds:
+        return None
+    p = paired(np.array([va[s] for s in seeds]), np.array([vb[s] for s in seeds]))
+    p.noise = _seed_noise(study, a, b, seeds, ep)
+    return p
+
+
+def primary_endpoint(study: Study) -> Endpoint:
+    return Endpoint("heldout" if study.has_heldout else "auc", TOTAL)
+
+
+def declared_results(
+    study: Study, config: dict[str, Any], pairs: list[tuple[str, str]], primary: Endpoint, excluded
+) -> dict[tuple[str, str], Paired | None]:
+    """The declared comparisons on the primary endpoint, each with its planned seeds and its Holm p. The family is
+    every declared comparison: one without runs yet, or without all its planned seeds, counts as p = 1, so a
+    partial study is never adjusted over fewer comparisons than were preregistered."""
+    declared = {(a, b): compare(study, a, b, primary, excluded) for a, b in pairs}
+    for (a, b), p in declared.items():
+        if p is not None and config.get("seeds"):
+            p.planned = len(planned_seeds(config, a, b))
+    adjusted = holm([p.p_signflip if p is not None and not p.incomplete else 1.0 for p in declared.values()])
+    for p, adj in zip(declared.values(), adjusted):
+        if p is not None and not p.incomplete:
+            p.p_holm = adj
+    return declared
+
+
+def secondary_results(
+    study: Study, pairs: list[tuple[str, str]], declared, primary: Endpoint, excluded
+) -> dict[str, Paired]:
+    """Every pair on every endpoint (held-out where scored, training AUC; per reward and summed) but the declared
+    comparisons' primary one; unadjusted."""
+    secondary: dict[str, Paired] = {}
+    kinds = (["heldout"] if study.has_heldout else []) + ["auc"]
+    for kind in kinds:
+        for a, b in pairs:
+            for n in study.names + [TOTAL]:
+                ep = Endpoint(kind, n)
+                if ep == primary and (a, b) in declared:
+                    continue
+                p = compare(study, a, b, ep, excluded)
+                if p:
+                    secondary[f"{a} - {b} | {ep.label()}"] = p
+    return secondary
