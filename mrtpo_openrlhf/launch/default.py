@@ -58,6 +58,7 @@ def mrtpo_cpu_args(
         estimator=estimator,
         seed=seed,
         micro_batch_size=RUN.micro_batch_size,
+        gradient_checkpointing=RUN.gradient_checkpointing,
     )
     args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]
     # only what the estimator reads (gdpo none of these; the CLI warns about flags without effect)
