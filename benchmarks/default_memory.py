@@ -2,11 +2,13 @@
 
     python benchmarks/default_memory.py --before ee17695^ [--after .] [--shape default study] [--steps 3]
     python benchmarks/default_memory.py --before . --env-after MRTPO_CPU_KV_CACHE_MB=256   # one knob, one commit
+    python benchmarks/default_memory.py --before . --flag-after=--actor.gradient_checkpointing_enable
 
 Each side runs ``python -m mrtpo_openrlhf.launch.default`` (the entry every checkout has) from its own checkout
 (``--before REF`` is checked out into a temporary git worktree that shares this checkout's .venv and model cache;
 ``--after .`` is this checkout), one after the other, shape by shape; ``--env-before`` / ``--env-after NAME=VALUE``
-add variables to one side, so a CPU-layer setting can be tried on one commit side by side. This process is the
+add variables to one side and ``--flag-before`` / ``--flag-after=--FLAG`` a training flag (appended last, so it
+wins), so a setting can be tried on one commit side by side. This process is the
 child subreaper of everything the runs start (Ray's daemons included), so it samples the PSS of every process of
 the run, whatever the commit's own launcher records, and MemAvailable, once a second. It prints, per shape and side:
 the peak PSS and its largest holders, the fall in MemAvailable, the median step time (``timing/step_total``, steps 2
@@ -60,10 +62,10 @@ def checkout(ref: str, keep: list) -> Path:
     return folder
 
 
-def run_side(root: Path, shape: str, steps: int, out: Path, extra_env: dict | None = None) -> dict:
+def run_side(root: Path, shape: str, steps: int, out: Path, extra_env: dict | None = None, flags: tuple = ()) -> dict:
     command = [
         str(REPO / ".venv" / "bin" / "python"), "-m", "mrtpo_openrlhf.launch.default",
-        *SHAPES[shape][:4], "--steps", str(steps), "--out", str(out), *SHAPES[shape][4:],
+        *SHAPES[shape][:4], "--steps", str(steps), "--out", str(out), *SHAPES[shape][4:], *flags,
     ]  # fmt: skip
     env = dict(os.environ, MRTPO_SKIP_MEMORY_CHECK="1", **(extra_env or {}))
     t0 = time.time()
@@ -101,6 +103,9 @@ def main() -> None:
         parser.add_argument(
             f"--env-{side}", action="append", default=[], metavar="NAME=VALUE", help=f"a variable for the {side} side"
         )
+        parser.add_argument(
+            f"--flag-{side}", action="append", default=[], metavar="--FLAG", help=f"a training flag for the {side} side"
+        )
     args = parser.parse_args()
     side_env = {}
     for side in ("before", "after"):
@@ -122,9 +127,10 @@ def main() -> None:
         for shape in args.shape:
             for side, root in sides.items():
                 ref = args.before if side == "before" else args.after
-                extra = " ".join(f"{k}={v}" for k, v in side_env[side].items())
+                flags = tuple(getattr(args, f"flag_{side}"))
+                extra = " ".join([*(f"{k}={v}" for k, v in side_env[side].items()), *flags])
                 print(f"[bench] {shape} / {side} ({ref}{', ' + extra if extra else ''}) ...", flush=True)
-                res = run_side(root, shape, args.steps, out / f"{shape}-{side}", side_env[side])
+                res = run_side(root, shape, args.steps, out / f"{shape}-{side}", side_env[side], flags)
                 results[f"{shape}/{side}"] = res
                 roles = ", ".join(f"{k} {v:.2f}" for k, v in list((res["peak_by_role_gib"] or {}).items())[:5])
                 print(
@@ -137,6 +143,7 @@ def main() -> None:
         for folder in worktrees:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(folder)], check=False)
     record = dict(before=args.before, after=args.after, env_before=side_env["before"], env_after=side_env["after"])
+    record.update(flags_before=args.flag_before, flags_after=args.flag_after)
     (out / "results.json").write_text(json.dumps(dict(record, **results), indent=2))
     print(f"{'shape/side':<16}{'peak GiB':>10}{'step s':>9}")
     for key, res in results.items():

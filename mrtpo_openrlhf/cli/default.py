@@ -88,7 +88,7 @@ def report_run(result, out: Path, estimator: str, t0: float) -> int:
         why = f", {result.stopped}: {stop_advice(result.stopped)}" if result.stopped else ""
         print(f"[mrtpo] training failed (exit {result.returncode}{why}); log: {result.log_path}", file=sys.stderr)
         return result.returncode or 1
-    problems = check_run(result.metrics_path, estimator)
+    problems = check_run(result.metrics_path, estimator, result.sync_path)
     curves = out / "curves.png"
     try:
         from .plot import main as plot_main

@@ -109,6 +109,8 @@ class RunSettings:
     None: the task's own (the task package on CPU, the task's script on GPU). ``micro_batch_size``: sequences per
     log-prob forward and per training forward/backward on an actor rank (gradients accumulate over the step);
     None: the step's whole batch at once (the GPU script derives its own from the GPU count).
+    ``gradient_checkpointing``: recompute each layer's activations in the backward pass instead of keeping them
+    (``--actor.gradient_checkpointing_enable``).
     """
 
     temperature: float
@@ -117,12 +119,14 @@ class RunSettings:
     samples_per_prompt: int
     max_new_tokens: int | None = None
     micro_batch_size: int | None = None
+    gradient_checkpointing: bool = True
 
 
 RUN_SETTINGS: dict[str, RunSettings] = {
     # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.
     # micro-batches of 4: the training forward/backward of all 8 sequences at once held 3.4 GiB of activations on
-    # SmolLM2-135M, 4 at a time 1.7 GiB, no slower (benchmarks/default_memory.py; docs/cpu.md)
+    # SmolLM2-135M, 4 at a time 1.7 GiB, no slower (benchmarks/default_memory.py; docs/cpu.md). Gradient
+    # checkpointing (as the GPU script): the actor's peak 5.8 -> 4.1 GiB, median step the same (docs/cpu.md)
     "cpu": RunSettings(temperature=0.7, lr=2e-6, prompts_per_step=2, samples_per_prompt=4, micro_batch_size=4),
     "gpu": RunSettings(temperature=1.0, lr=1e-6, prompts_per_step=64, samples_per_prompt=8),
 }

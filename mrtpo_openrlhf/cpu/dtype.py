@@ -61,6 +61,11 @@ class DtypeChoice:
     def as_record(self) -> dict:
         return {"cpu_dtype": self.dtype, "requested": self.requested, "bf16_flags": list(self.bf16_flags)}
 
+    @property
+    def bytes(self) -> int:
+        """Bytes a value takes in this dtype."""
+        return 4 if self.dtype == "fp32" else 2
+
 
 def resolve(requested: Optional[str] = None, cpuinfo_text: Optional[str] = None) -> DtypeChoice:
     """Resolve ``requested`` (default: $MRTPO_CPU_DTYPE, else auto) against the CPU's flags.

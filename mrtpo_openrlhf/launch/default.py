@@ -12,12 +12,15 @@ from pathlib import Path
 
 from ..core.estimators import ADVANTAGE_ESTIMATORS
 from ..core.settings import DEFAULT_REPLAY_MICRO_BATCH_SIZE, RUN_SETTINGS
+from ..cpu.sync_record import check_rounds
 from ..tasks import get_task
 from .recipes import cpu_grpo_args
 
-# Mean |vllm_kl| over the steps after the first when the weights reached vLLM (see docs/cpu.md). One step's value
-# is bf16 noise up to ~8e-3 even at step 1, before any update; a dropped sync grows with every step instead.
-VLLM_KL_TOLERANCE = 5e-3
+# Mean |vllm_kl| over a run's steps above which vLLM and the trainer do not hold the same policy (another model,
+# dtype or tokenizer, or weights far out of date). bf16 rounding alone gave a median of 2.0e-3 and at most 9.6e-3 per
+# step over 705 logged SmolLM2 steps (docs/cpu.md), step 1 included. A dropped sync at the default's lr (2e-6) stays
+# far below that, so the weight-sync record (cpu/sync_record.py) is what proves that each update reached vLLM.
+VLLM_KL_TOLERANCE = 2e-2
 RUN = RUN_SETTINGS["cpu"]
 ESTIMATORS = (*ADVANTAGE_ESTIMATORS, "group_norm")  # ours, and upstream's GRPO
 
@@ -55,6 +58,7 @@ def mrtpo_cpu_args(
         estimator=estimator,
         seed=seed,
         micro_batch_size=RUN.micro_batch_size,
+        gradient_checkpointing=RUN.gradient_checkpointing,
     )
     args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]
     # only what the estimator reads (gdpo none of these; the CLI warns about flags without effect)
@@ -69,8 +73,9 @@ def mrtpo_cpu_args(
     return args
 
 
-def check_run(metrics_path: Path, estimator: str) -> list[str]:
-    """What is wrong with a finished run (empty list: it really trained). An exit code of 0 proves nothing."""
+def check_run(metrics_path: Path, estimator: str, sync_path: Path | None = None) -> list[str]:
+    """What is wrong with a finished run (empty list: it really trained). An exit code of 0 proves nothing.
+    ``sync_path``: the vLLM worker's weight-sync record (``RunResult.sync_path``), checked when given."""
     if not metrics_path.exists():
         return [f"no metrics were written ({metrics_path})"]
     rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
@@ -82,11 +87,14 @@ def check_run(metrics_path: Path, estimator: str) -> list[str]:
             if key in row and not math.isfinite(row[key]):
                 problems.append(f"step {row['step']}: {key} is {row[key]}")
     last = rows[-1]
-    updated = [abs(row["vllm_kl"]) for row in rows[1:] if math.isfinite(row.get("vllm_kl", math.nan))]
-    if updated and sum(updated) / len(updated) > VLLM_KL_TOLERANCE:
+    gaps = [abs(row["vllm_kl"]) for row in rows if math.isfinite(row.get("vllm_kl", math.nan))]
+    if gaps and sum(gaps) / len(gaps) > VLLM_KL_TOLERANCE:
         problems.append(
-            f"mean |vllm_kl| {sum(updated) / len(updated):.3g} over steps 2-{last['step']}: weights did not reach vLLM"
+            f"mean |vllm_kl| {sum(gaps) / len(gaps):.3g} over {len(gaps)} steps (bf16 noise stays below "
+            f"{VLLM_KL_TOLERANCE:g}): vLLM does not sample from the policy being trained"
         )
+    if sync_path is not None:
+        problems += check_rounds(sync_path, len(rows))
     if estimator in ADVANTAGE_ESTIMATORS and not any(k.startswith("reward/") for k in last):
         problems.append("per-reward metrics (reward/<name>/mean) are missing")
     return problems

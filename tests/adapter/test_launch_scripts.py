@@ -295,6 +295,7 @@ def test_gpu_script_defaults_are_the_gpu_run_settings(tmp_path, monkeypatch):
     assert args["actor.adam.lr"] == gpu.lr
     assert args["rollout.batch_size"] == gpu.prompts_per_step
     assert args["rollout.n_samples_per_prompt"] == gpu.samples_per_prompt
+    assert args["actor.gradient_checkpointing_enable"] == gpu.gradient_checkpointing
 
 
 @pytest.mark.parametrize("value", ["1", "true", "TRUE", " yes ", "On", "0", "false", "", "2", "enabled"])

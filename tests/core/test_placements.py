@@ -101,18 +101,19 @@ def test_toy_mode_reaches_the_study_and_the_step(toy_mode, tmp_path):
 
 def test_toy_mode_reaches_the_report(toy_mode, tmp_path, monkeypatch):
     from mrtpo_openrlhf.study import report
+    from mrtpo_openrlhf.study.report import plan, runs
     from tests.study import test_report as fixtures
 
-    assert report.default_declared() == [
+    assert plan.default_declared() == [
         ("mrtpo", "gdpo"),
         ("gdpo", "grpo"),
         ("mrtpo", "mrtpo-shuffle"),
         ("mrtpo", "mrtpo-joint"),
         ("mrtpo", TOY_ARM),
     ]
-    assert ("mrtpo", TOY_ARM) in report.exploratory_comparisons()
-    assert (TOY_ARM, "gdpo") in report.exploratory_comparisons()
-    assert report.replaying_arms() == ["mrtpo", "mrtpo-shuffle", "mrtpo-joint", TOY_ARM]
+    assert ("mrtpo", TOY_ARM) in plan.exploratory_comparisons()
+    assert (TOY_ARM, "gdpo") in plan.exploratory_comparisons()
+    assert runs.replaying_arms() == ["mrtpo", "mrtpo-shuffle", "mrtpo-joint", TOY_ARM]
 
     monkeypatch.setitem(fixtures.SLOPES, TOY_ARM, 0.01)  # the toy arm learns slowest
     src = fixtures.make_study(tmp_path / "study", arms=["grpo", "gdpo", "mrtpo", TOY_ARM])

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from mrtpo_openrlhf.cpu.sync_record import check_rounds
 from mrtpo_openrlhf.launch import cpu_grpo_args, run_openrlhf_cpu, write_prompt_jsonl
 from mrtpo_openrlhf.launch.runner import free_port
 from mrtpo_openrlhf.metrics import read_metrics
@@ -37,6 +38,7 @@ pytest.importorskip("vllm")
 REWARD = Path(__file__).with_name("multi_reward.py")
 PROMPTS = ["Say hello.", "Count to five.", "Name a color.", "Write a word."]
 LR = 1e-2  # large on purpose: step 1 must move the weights enough for stale vLLM weights to show
+EMBED = "model.embed_tokens.weight"  # the tiny model is a Llama, as vLLM names it too
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +101,10 @@ def test_mrtpo_really_trains_and_replays_on_the_actor(mrtpo):
         assert step["mrtpo/replayed_pairs_frac"] <= step["mrtpo/varying_pairs_frac"] + 1e-9
         assert (step["mrtpo/replayed_pairs_frac"] > 0) == (step["mrtpo/varying_pairs_frac"] > 0)
     assert abs(steps[1]["vllm_kl"]) < 5e-3, steps[1]["vllm_kl"]
+    # each step's update reached vLLM: its embedding is bit for bit the tensor sent (cpu/sync_record.py)
+    assert check_rounds(result.sync_path, len(steps)) == []
+    rounds = [json.loads(line) for line in result.sync_path.read_text().splitlines()]
+    assert [(r["loaded"], r["match"], r["checked"]) for r in rounds] == [(True, True, EMBED)] * len(steps), rounds
     # the rewards varied inside some group, so pairs were replayed on the actor's DeepSpeed engine
     assert any(s["mrtpo/replay_forwards_per_rank"] > 0 and s["mrtpo/replayed_pairs_frac"] > 0 for s in steps), steps
     assert any(s["actor_grad_norm"] > 0 for s in steps)
@@ -136,9 +142,14 @@ def test_mrtpo_places_advantages_on_tokens(setup, mrtpo):
 
 def test_negative_control_stale_vllm_weights_are_caught(setup, mrtpo):
     _, good = mrtpo
-    _, stale = run(setup, "stale", "mrtpo", extra_env={"MRTPO_CPU_SKIP_WEIGHT_SYNC": "1"})
+    stale_result = run(setup, "stale", "mrtpo", extra_env={"MRTPO_CPU_SKIP_WEIGHT_SYNC": "1"})
+    stale = stale_result[1]
     assert math.isfinite(stale[1]["vllm_kl"])
     assert abs(stale[1]["vllm_kl"]) > 10 * max(abs(good[1]["vllm_kl"]), 1e-4), (stale[1], good[1])
+    # the record says so directly, whatever the learning rate: nothing was loaded, and vLLM's embedding differs
+    result, _ = stale_result
+    problems = check_rounds(result.sync_path, len(stale))
+    assert any("is not the tensor the trainer sent" in p for p in problems), problems
 
 
 def test_gdpo_one_step(setup):

@@ -139,3 +139,41 @@ def test_the_launcher_refuses_a_run_the_machine_cannot_hold_before_starting_anyt
 @pytest.mark.parametrize("line, phase", [("Generate samples:  50%", "generation"), ("noise", "training")])
 def test_phase_markers(line, phase):
     assert memory.phase_of_line(line, "training") == phase
+
+
+def _config(folder, **over):
+    """SmolLM2-135M's attention shape (its config.json), or another with ``over``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576}
+    (folder / "config.json").write_text(json.dumps({**config, **over}))
+    return folder
+
+
+def test_kv_cache_is_sized_from_the_run_shape(tmp_path):
+    from mrtpo_openrlhf.launch.memory import kv_cache_mib
+
+    model = _config(tmp_path / "smollm2")
+    args = ["--actor.model_name_or_path", str(model), "--rollout.batch_size", "2"]
+    args += ["--rollout.n_samples_per_prompt", "4", "--data.max_len", "640"]
+    # by hand: 2 (K and V) x 30 layers x 3 KV heads x 64 values x 2 bytes = 23,040 bytes a token;
+    # 8 sequences x 640 tokens x 23,040 x 1.5 = 176,947,200 bytes = 168.75 MiB
+    mib, why = kv_cache_mib(args, 2)
+    assert mib == 169 and "8 sequences x 640 tokens x 22.5 KiB a token x 1.5" in why
+    assert kv_cache_mib(args, 4)[0] == 338  # fp32: twice the bytes
+    # the last value of a flag counts (the CLI appends the user's flags after the recipe's), engines share
+    assert kv_cache_mib([*args, "--data.max_len", "1280", "--vllm.num_engines", "2"], 2)[0] == 169
+    # head_dim given (Qwen3-style) wins over hidden / heads (128, not 64: twice the bytes); a short run gets the floor
+    wide = ["--actor.model_name_or_path", str(_config(tmp_path / "q", head_dim=128))]
+    assert kv_cache_mib([*args, *wide], 2)[0] == 338
+    assert kv_cache_mib([*wide, "--data.max_len", "64"], 2)[0] == 64
+    assert kv_cache_mib(["--actor.model_name_or_path", "HuggingFaceTB/SmolLM2-135M"], 2)[0] == 512
+
+
+def test_the_user_sizes_the_kv_cache_when_given(monkeypatch):
+    from mrtpo_openrlhf.launch.runner import kv_cache_given
+
+    monkeypatch.delenv("MRTPO_CPU_KV_CACHE_MB", raising=False)
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    assert not kv_cache_given() and kv_cache_given({"MRTPO_CPU_KV_CACHE_MB": "256"})
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    assert kv_cache_given()
