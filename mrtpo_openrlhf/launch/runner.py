@@ -544,7 +544,8 @@ def run_openrlhf_cpu(
     metrics_path = workdir / "metrics.jsonl"
     sync_path = workdir / sync_record.FILE_NAME
     choice = dtype_choice(extra_env)  # resolved once: every process gets the concrete value
-    kv = {} if kv_cache_given(extra_env) else {"MRTPO_CPU_KV_CACHE_MB": str(kv_cache_mib(args, choice.bytes)[0])}
+    kv_size = None if kv_cache_given(extra_env) else kv_cache_mib(args, choice.bytes)  # (MiB, why)
+    kv = {"MRTPO_CPU_KV_CACHE_MB": str(kv_size[0])} if kv_size else {}
     env = cpu_env(
         metrics_jsonl=metrics_path,
         extra={sync_record.ENV_VAR: str(sync_path), **kv, **(extra_env or {}), cpu_dtype.ENV_VAR: choice.dtype},
@@ -578,8 +579,8 @@ def run_openrlhf_cpu(
     try:
         milestones: Dict[str, float] = {"ray_started": time.time() - started}
         say(f"[mrtpo.launch] {dtype_line(dtype_info)}\n")
-        if kv:
-            say(f"[mrtpo.launch] vLLM KV cache {kv_cache_mib(args, choice.bytes)[1]}\n")
+        if kv_size:
+            say(f"[mrtpo.launch] vLLM KV cache {kv_size[1]}\n")
         say(f"[mrtpo.launch] private Ray head {head.address} (temp {head.temp_dir}) up in {head.start_seconds:.1f}s\n")
         run_env = dict(env, RAY_ADDRESS=head.address)
         with open(log_path, "w", encoding="utf-8") as log:
