@@ -1,7 +1,13 @@
 """Fixtures shared by every test folder."""
 
+import os
+import sys
+
 import pytest
 import torch
+
+# importlib import mode puts no test folder on sys.path; helpers shared across folders (gloo_ranks) live here.
+sys.path.insert(0, os.path.dirname(__file__))
 
 TINY_VOCAB = 101
 

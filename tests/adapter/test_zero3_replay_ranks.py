@@ -2,17 +2,11 @@
 of forwards an uneven split (all the work on rank 0) completes; without it, it hangs (stopped after a short limit).
 The same two processes, one flag apart: the control shows the first test would catch a guard that went missing."""
 
-import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+import gloo_ranks
 import pytest
-
-from mrtpo_openrlhf.launch.runner import free_port
-from mrtpo_openrlhf.paths import REPO_ROOT
 
 pytest.importorskip("deepspeed")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -20,14 +14,8 @@ WORKER = Path(__file__).with_name("zero3_replay_worker.py")
 
 
 def two_ranks(pad: bool, limit: float):
-    """Start both ranks; returns (finished: bool, outputs). Both are killed once ``limit`` seconds pass."""
-    port = str(free_port())
-    procs = []
-    for rank in (0, 1):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=port, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO_ROOT))  # fmt: skip
-        command = [sys.executable, str(WORKER)] + (["--pad"] if pad else [])
-        procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    """Start both ranks; returns (finished, outputs, return codes). Both are killed once ``limit`` seconds pass."""
+    procs = gloo_ranks.start(WORKER, 2, args=["--pad"] if pad else [])
     deadline = time.time() + limit
     while time.time() < deadline and any(p.poll() is None for p in procs):
         time.sleep(0.5)
@@ -38,19 +26,10 @@ def two_ranks(pad: bool, limit: float):
     return finished, [p.communicate()[0] for p in procs], [p.returncode for p in procs]
 
 
-def results(outputs):
-    rows = []
-    for out in outputs:
-        lines = [line for line in out.splitlines() if line.startswith('{"rank"')]
-        assert lines, out[-3000:]
-        rows.append(json.loads(lines[-1]))
-    return rows
-
-
 def test_uneven_replay_completes_with_padding_and_hangs_without():
     finished, outputs, codes = two_ranks(pad=True, limit=180)
     assert finished and codes == [0, 0], "\n".join(o[-2000:] for o in outputs)
-    rank0, rank1 = results(outputs)
+    rank0, rank1 = gloo_ranks.rows(outputs)
     assert rank0["partitioned"] == rank0["params"] > 0 and rank1["partitioned"] == rank1["params"]  # really sharded
     assert rank0["forwards"] == rank1["forwards"] > 0 and rank0["q_sum"] > 0 and rank1["q_sum"] == 0
 

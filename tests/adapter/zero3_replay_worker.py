@@ -10,6 +10,7 @@ import json
 import sys
 
 import deepspeed
+import gloo_ranks
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -53,3 +54,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    gloo_ranks.end_rank()
