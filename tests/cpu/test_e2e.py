@@ -5,8 +5,8 @@ function. An exit code of 0 proves little (three known CPU failures exit 0), so 
 - MRTPO, 2 steps: finite losses; vllm_kl ~ 0 at step 2 (the step-1 update reached vLLM); per-reward metrics;
   the replay ran on the actor group; the dumped token advantages ($MRTPO_DUMP_ADVANTAGES) are non-uniform inside
   responses and differ from GDPO's advantage on the same batch.
-- The negative control: the same MRTPO run with vLLM's weight update dropped shows a clearly larger vllm_kl.
-- GDPO, 1 step: per-reward metrics, no replay, uniform advantages equal to GDPO's.
+- GDPO, 2 steps with vLLM's weight update dropped: per-reward metrics, no replay, uniform advantages equal to
+  GDPO's; and, as the negative control, a clearly larger vllm_kl than the MRTPO run's and a sync record that says so.
 - The reward served over HTTP by ``python -m mrtpo_openrlhf.rewards.server`` (JSON-list rewards) with a length
   penalty, under mrtpo: the run completes with the task's per-reward metrics.
 - The dtype: with MRTPO_CPU_DTYPE unset (auto) a bf16 CPU trains in bf16; MRTPO_CPU_DTYPE=fp32 trains, samples
@@ -140,28 +140,35 @@ def test_mrtpo_places_advantages_on_tokens(setup, mrtpo):
     assert moved > 0, "no response got a non-uniform placement"
 
 
-def test_negative_control_stale_vllm_weights_are_caught(setup, mrtpo):
+@pytest.fixture(scope="module")
+def stale_gdpo(setup):
+    """One pipeline for two tests: GDPO, 2 steps, with the weight sync to vLLM skipped (MRTPO_CPU_SKIP_WEIGHT_SYNC=1).
+    GDPO's placement does not depend on vLLM's weights, and the stale-weight check does not depend on the estimator."""
+    return run(setup, "stale-gdpo", "gdpo", extra_env={"MRTPO_CPU_SKIP_WEIGHT_SYNC": "1"})
+
+
+def test_negative_control_stale_vllm_weights_are_caught(mrtpo, stale_gdpo):
     _, good = mrtpo
-    stale_result = run(setup, "stale", "mrtpo", extra_env={"MRTPO_CPU_SKIP_WEIGHT_SYNC": "1"})
-    stale = stale_result[1]
+    result, stale = stale_gdpo
     assert math.isfinite(stale[1]["vllm_kl"])
     assert abs(stale[1]["vllm_kl"]) > 10 * max(abs(good[1]["vllm_kl"]), 1e-4), (stale[1], good[1])
     # the record says so directly, whatever the learning rate: nothing was loaded, and vLLM's embedding differs
-    result, _ = stale_result
     problems = check_rounds(result.sync_path, len(stale))
     assert any("is not the tensor the trainer sent" in p for p in problems), problems
 
 
-def test_gdpo_one_step(setup):
-    _, steps = run(setup, "gdpo", "gdpo", num_prompts=2)
-    (step,) = steps
-    assert math.isfinite(step["policy_loss"]) and math.isfinite(step["vllm_kl"])
-    assert "reward/even/mean" in step and "reward/vowel/adv_std" in step
-    assert step["mrtpo/beta"] == 0.0 and "mrtpo/replayed_pairs_frac" not in step
-    (dump,) = dumped_steps(setup, "gdpo")
-    assert dump["rows"] and any(abs(r["gdpo"]) > 1e-3 for r in dump["rows"].values())
-    for row in dump["rows"].values():  # GDPO: every token of a response gets its response-level advantage
-        assert torch.allclose(row["advantages"], torch.full_like(row["advantages"], row["gdpo"]), atol=1e-5)
+def test_gdpo_puts_each_response_advantage_on_every_token(setup, stale_gdpo):
+    _, steps = stale_gdpo
+    for step in steps:
+        assert math.isfinite(step["policy_loss"]) and math.isfinite(step["vllm_kl"])
+        assert "reward/even/mean" in step and "reward/vowel/adv_std" in step
+        assert step["mrtpo/beta"] == 0.0 and "mrtpo/replayed_pairs_frac" not in step
+    dumps = dumped_steps(setup, "stale-gdpo")
+    assert len(dumps) == len(steps) and any(abs(r["gdpo"]) > 1e-3 for d in dumps for r in d["rows"].values())
+    for dump in dumps:
+        assert dump["rows"]
+        for row in dump["rows"].values():  # GDPO: every token of a response gets its response-level advantage
+            assert torch.allclose(row["advantages"], torch.full_like(row["advantages"], row["gdpo"]), atol=1e-5)
 
 
 @pytest.fixture
