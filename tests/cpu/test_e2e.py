@@ -110,6 +110,9 @@ def test_mrtpo_really_trains_and_replays_on_the_actor(mrtpo):
     assert any(s["actor_grad_norm"] > 0 for s in steps)
     log = result.log_path.read_text(errors="replace")
     assert "replay_relevance" in log  # dispatched to the actor group like upstream's forward
+    # the model ran inside vLLM's engine core (no spawned VLLM::Worker), and nothing was compiled at start-up
+    roles = json.loads((result.workdir / "run.json").read_text())["memory"]["role_peak_gib"]
+    assert "VLLM::EngineCore" in roles and not {"VLLM::Worker", "cc1plus"} & set(roles), roles
     if cpu_bf16() and not os.environ.get("MRTPO_CPU_DTYPE"):  # auto keeps the bf16 path where it is fast
         assert json.loads((result.workdir / "run.json").read_text())["cpu_dtype"] == "bf16"
         assert checkpoint_dtypes(result.workdir / "ckpt") == {"BF16"} and "-> fp32" not in log

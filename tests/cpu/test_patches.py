@@ -189,6 +189,89 @@ def test_torch_adam_flag_added_to_adamw_config(monkeypatch):
     assert "torch_adam" not in DeepspeedStrategy().get_ds_train_config(optim_dict={})["optimizer"]["params"]
 
 
+def _fake_comm_module():
+    module = types.ModuleType("fake_ds_comm")
+    module.built = []
+
+    def build_shm_op():
+        module.built.append(1)
+        return "op"
+
+    class TorchBackend:
+        def __init__(self):
+            self.shm_comm_op = build_shm_op()
+
+    module.build_shm_op, module.TorchBackend = build_shm_op, TorchBackend
+    return module
+
+
+def test_no_shm_op_built_unless_asked(monkeypatch):
+    module = _fake_comm_module()
+    patches.deepspeed_no_shm_op(module)
+    patches.deepspeed_no_shm_op(module)  # idempotent
+    assert module.build_shm_op() is None and module.built == []
+    monkeypatch.setenv("MRTPO_CPU_SHM_OP", "1")
+    assert module.build_shm_op() == "op" and module.built == [1]
+
+
+def test_real_deepspeed_comm_backend_skips_the_shm_build():
+    """In a fresh CPU-layer process the real ``build_shm_op`` returns at once, without a compiler; DeepSpeed's
+    ``inference_all_reduce`` (its only user) falls back to torch's all-reduce when the op is missing."""
+    pytest.importorskip("deepspeed")
+    out = run_python(
+        """
+        import importlib, time
+        comm = importlib.import_module("deepspeed.comm.torch")  # `import ... as` would find deepspeed.comm's torch
+        start = time.time()
+        print(comm.build_shm_op() is None, time.time() - start < 5)
+        """,
+        {"MRTPO_CPU": "1"},
+    )
+    assert out.split()[-2:] == ["True", "True"], out
+
+
+def _fake_cpu_platform(override_to: str):
+    module = types.ModuleType("fake_vllm_platforms_cpu")
+
+    class CpuPlatform:
+        @classmethod
+        def check_and_update_config(cls, vllm_config):
+            parallel_config = vllm_config.parallel_config
+            if parallel_config.distributed_executor_backend == "uni":
+                parallel_config.distributed_executor_backend = "mp"
+            vllm_config.seen = override_to
+
+    module.CpuPlatform = CpuPlatform
+    return module
+
+
+@pytest.mark.parametrize(
+    "asked, flag, want", [("uni", None, "uni"), ("uni", "1", "mp"), ("mp", None, "mp"), ("ray", None, "ray")]
+)
+def test_vllm_keeps_the_uniproc_executor_it_was_asked_for(monkeypatch, asked, flag, want):
+    module = _fake_cpu_platform("mp")
+    patches.vllm_uniproc_executor(module)
+    patches.vllm_uniproc_executor(module)  # idempotent
+    if flag:
+        monkeypatch.setenv("MRTPO_CPU_VLLM_MP", flag)
+    config = SimpleNamespace(parallel_config=SimpleNamespace(distributed_executor_backend=asked))
+    module.CpuPlatform.check_and_update_config(config)
+    assert config.parallel_config.distributed_executor_backend == want and config.seen == "mp"  # original ran
+
+
+def test_uniproc_patch_fails_loudly_without_the_override():
+    module = types.ModuleType("fake_vllm_platforms_cpu")
+
+    class CpuPlatform:
+        @classmethod
+        def check_and_update_config(cls, vllm_config):
+            return None
+
+    module.CpuPlatform = CpuPlatform
+    with pytest.raises(patches.UpstreamChanged, match="uni -> mp"):
+        patches.vllm_uniproc_executor(module)
+
+
 def test_sleep_modes_turned_off():
     module = types.ModuleType("fake_utils")
     module.get_strategy = lambda args: (args.vllm.enable_sleep, args.ds.enable_sleep)
