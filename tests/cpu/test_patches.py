@@ -230,7 +230,7 @@ def test_real_deepspeed_comm_backend_skips_the_shm_build():
     assert out.split()[-2:] == ["True", "True"], out
 
 
-def _fake_cpu_platform(override_to: str):
+def _fake_cpu_platform():
     module = types.ModuleType("fake_vllm_platforms_cpu")
 
     class CpuPlatform:
@@ -239,7 +239,7 @@ def _fake_cpu_platform(override_to: str):
             parallel_config = vllm_config.parallel_config
             if parallel_config.distributed_executor_backend == "uni":
                 parallel_config.distributed_executor_backend = "mp"
-            vllm_config.seen = override_to
+            vllm_config.original_ran = True
 
     module.CpuPlatform = CpuPlatform
     return module
@@ -249,14 +249,14 @@ def _fake_cpu_platform(override_to: str):
     "asked, flag, want", [("uni", None, "uni"), ("uni", "1", "mp"), ("mp", None, "mp"), ("ray", None, "ray")]
 )
 def test_vllm_keeps_the_uniproc_executor_it_was_asked_for(monkeypatch, asked, flag, want):
-    module = _fake_cpu_platform("mp")
+    module = _fake_cpu_platform()
     patches.vllm_uniproc_executor(module)
     patches.vllm_uniproc_executor(module)  # idempotent
     if flag:
         monkeypatch.setenv("MRTPO_CPU_VLLM_MP", flag)
     config = SimpleNamespace(parallel_config=SimpleNamespace(distributed_executor_backend=asked))
     module.CpuPlatform.check_and_update_config(config)
-    assert config.parallel_config.distributed_executor_backend == want and config.seen == "mp"  # original ran
+    assert config.parallel_config.distributed_executor_backend == want and config.original_ran
 
 
 def test_uniproc_patch_fails_loudly_without_the_override():
