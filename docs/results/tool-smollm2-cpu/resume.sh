@@ -35,6 +35,19 @@ else
   say "phase 2 (amendment 3): all 30 primary runs committed"
 fi
 
+# the plan trains in bf16 (plan.md, Training): without bf16 instructions PyTorch emulates it (about 40x slower
+# matmuls on an AVX2 EPYC), and a run in fp32 is not paired; stop before anything is built
+CPUINFO="${MRTPO_CPUINFO:-/proc/cpuinfo}"
+if ! grep -E '^flags' "$CPUINFO" 2>/dev/null | grep -qwE 'avx512_bf16|amx_bf16'; then
+  say "this CPU has no bf16 instructions (no avx512_bf16 or amx_bf16 in $CPUINFO): the plan trains in bf16, emulated"
+  say "here (a run would take many times longer) and a run in fp32 is not paired; stop: run the study on a CPU with them"
+  exit 1
+fi
+if [ -n "${MRTPO_CPU_DTYPE:-}" ] && [ "${MRTPO_CPU_DTYPE,,}" != "bf16" ] && [ "${MRTPO_CPU_DTYPE,,}" != "auto" ]; then
+  say "MRTPO_CPU_DTYPE=$MRTPO_CPU_DTYPE: the plan trains in bf16; unset it; stop"
+  exit 1
+fi
+
 RUNNING=0
 if pgrep -f "mrtpo_openrlhf.study run" >/dev/null; then
   RUNNING=1
