@@ -537,3 +537,17 @@ def test_an_amended_plan_is_read_with_config_and_checked_against_the_runs(tmp_pa
     with pytest.raises(SystemExit):
         main([*argv[:-1], str(tmp_path / "missing.toml")])
     assert "no such file" in capsys.readouterr().err
+
+
+def test_a_seed_run_on_one_side_only_is_named(tmp_path):
+    """gdpo seed 4 finished, mrtpo seed 4 not: the caveats name that seed for mrtpo - gdpo (and mrtpo - shuffle,
+    whose mrtpo side also misses it); grpo never ran, so gdpo - grpo is not listed seed by seed."""
+    src = make_study(tmp_path / "study", arms=["gdpo", "mrtpo", "mrtpo-shuffle"], seeds=(1, 2, 3))
+    extra = make_study(tmp_path / "extra", arms=["gdpo", "mrtpo-shuffle"], seeds=(4,))
+    for arm in ("gdpo", "mrtpo-shuffle"):
+        (extra / arm / "seed4").rename(src / arm / "seed4")
+    write_report(src, tmp_path / "out", format_reward="format", threshold=0.6)
+    md = (tmp_path / "out" / "report.md").read_text()
+    line = next(x for x in md.splitlines() if "on one side only" in x)
+    assert line.endswith(": mrtpo - gdpo seed 4 (gdpo only), mrtpo - mrtpo-shuffle seed 4 (mrtpo-shuffle only).")
+    assert "grpo seed" not in md

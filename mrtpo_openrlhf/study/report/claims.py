@@ -7,6 +7,7 @@ from typing import Any
 
 from ..stats import Paired, area, steps_to
 from .endpoints import LENGTH, Endpoint, compare
+from .plan import planned_seeds
 from .runs import Study, curves, load_null_controls, per_seed
 from .text import _fmt, _interval, _mean, _p, _sd
 
@@ -206,6 +207,20 @@ def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, 
         out.append(
             "Declared comparisons short of their planned seeds are *incomplete*: " + ", ".join(short) + ". Their "
             "numbers can still move as seeds come in; none of them is judged, whatever its p."
+        )
+    one_sided = []
+    for a, b in declared:
+        ran_a, ran_b = set(study.runs.get(a, {})), set(study.runs.get(b, {}))
+        if not (ran_a and ran_b):
+            continue  # a comparison not begun: "not run" says it elsewhere
+        seeds = planned_seeds(study.config, a, b) or sorted(ran_a | ran_b)
+        one_sided += [
+            f"{a} - {b} seed {s} ({a if s in ran_a else b} only)" for s in seeds if (s in ran_a) != (s in ran_b)
+        ]
+    if one_sided:
+        out.append(
+            "Seeds of a begun comparison with a finished run on one side only, left out of their comparison until "
+            "the other side runs: " + ", ".join(one_sided) + "."
         )
     narrow = [
         f"{label} (seed sd {_fmt(_sd(p))}, noise floor {_fmt(p.noise)})"
