@@ -98,8 +98,9 @@ def js_alone(n_pairs: int, n_response: int, vocab: int, dtype: torch.dtype, devi
     from mrtpo_openrlhf.core import js_relevance
 
     g = torch.Generator().manual_seed(2)
-    full = (torch.randn(n_response, vocab, generator=g) * 2).to(device=device, dtype=dtype)
-    minus = (full.float() + torch.randn(n_response, vocab, generator=g)).to(device=device, dtype=dtype)
+    full_cpu = torch.randn(n_response, vocab, generator=g) * 2  # drawn on the CPU: the same logits on every device
+    full = full_cpu.to(device=device, dtype=dtype)
+    minus = (full_cpu + torch.randn(n_response, vocab, generator=g)).to(device=device, dtype=dtype)
 
     def run():
         for _ in range(n_pairs):

@@ -46,3 +46,14 @@ def test_gpu_check_runs_on_cpu_with_tiny_shapes():
     for null in (r"null pair q / mean real q \(bf16\)", r"null pair q / mean real q \(bf16, fp32 logits\)"):
         assert re.search(rf"{null} +\| qwen2-tiny +\| [^|]+\| [\d.]+% \(p99", table), table
     assert re.search(r"\(bf16, flash_attention_2\) +\| qwen2-tiny +\| [^|]+\| skipped", table), table
+
+
+def test_replay_cost_inputs_are_built_for_any_device():
+    """The JS-alone timing built its second row from a device tensor plus a CPU one, which failed the first H200 run
+    (cuda:0 and cpu); the meta device shows the same mismatch on a machine without a GPU."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import replay_overhead
+
+    replay_overhead.js_alone(1, 4, 8, torch.bfloat16, "meta", "eager")  # builds its inputs only; no call
