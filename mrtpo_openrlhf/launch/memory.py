@@ -16,9 +16,12 @@ anything starts.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import math
 import os
+import platform
 import re
 import threading
 import time
@@ -57,6 +60,24 @@ def pss_bytes(pid: int) -> int:
         if line.startswith("Pss:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+_SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(platform.machine())
+_KCMP_VM = 1
+
+
+def share_address_space(pid_a: int, pid_b: int) -> bool:
+    """True when two processes are one address space (``kcmp(KCMP_VM)``): a ``vfork``ed child between fork and exec
+    (how Python's subprocess starts g++ from the actor) reports its parent's whole PSS as its own for that moment.
+    False when they differ or the kernel cannot tell (no kcmp, not permitted)."""
+    if _SYS_KCMP is None or pid_a == pid_b:
+        return pid_a == pid_b
+    return _libc().syscall(_SYS_KCMP, pid_a, pid_b, _KCMP_VM, 0, 0) == 0
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def meminfo() -> Dict[str, int]:
@@ -155,9 +176,12 @@ class MemoryTrace:
 
     def sample(self) -> Sample:
         by_role: Dict[str, int] = {}
+        counted: List[int] = []
         for pid in self.pids():
             size = pss_bytes(pid)
-            if size:
+            # one address space seen through two pids (a vfork child before its exec) is counted once
+            if size and not any(share_address_space(pid, other) for other in counted):
+                counted.append(pid)
                 role = process_role(pid)
                 by_role[role] = by_role.get(role, 0) + size
         s = Sample(time.time() - self._t0, self.phase, self.step, mem_available_bytes(), by_role)

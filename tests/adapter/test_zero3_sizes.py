@@ -23,8 +23,10 @@ def test_upstream_leaves_the_sizes_auto_and_deepspeed_then_uses_its_large_defaul
     assert parsed.reduce_bucket_size == 500_000_000
     assert parsed.prefetch_bucket_size == 50_000_000
     assert parsed.param_persistence_threshold == 100_000
+    assert parsed.sub_group_size == 1_000_000_000  # one optimizer sub-group for any rank under 1e9 parameters
     eval_zero = get_eval_ds_config(offload=False, stage=3)["zero_optimization"]
-    assert all(eval_zero[key] == "auto" for key in AUTO_SIZED_KEYS[1:])
+    assert all(eval_zero[key] == "auto" for key in AUTO_SIZED_KEYS[1:3])
+    assert "sub_group_size" not in eval_zero  # no optimizer in the eval config
 
 
 def test_sizes_for_smollm2_hidden_576_by_hand():
@@ -32,6 +34,7 @@ def test_sizes_for_smollm2_hidden_576_by_hand():
         "reduce_bucket_size": 331_776,  # 576 * 576
         "stage3_prefetch_bucket_size": 298_598,  # int(0.9 * 331776) = int(298598.4)
         "stage3_param_persistence_threshold": 5_760,
+        "sub_group_size": 10_616_832,  # 32 * 576 * 576
     }
     with pytest.raises(ValueError, match="positive"):
         zero3_sizes(0)
@@ -44,6 +47,7 @@ def test_filled_config_is_what_deepspeed_reads_and_set_values_are_kept():
     assert parsed.reduce_bucket_size == 331_776
     assert parsed.prefetch_bucket_size == 298_598
     assert parsed.param_persistence_threshold == 0
+    assert parsed.sub_group_size == 10_616_832
     assert fill_auto_sizes({"train_batch_size": 8}, 576) == {"train_batch_size": 8}  # no ZeRO section: unchanged
 
 
