@@ -85,6 +85,7 @@ def run_side(root: Path, shape: str, steps: int, out: Path, extra_env: dict | No
         peak_pss_gib=summary.get("peak_pss_gib"),
         peak_by_role_gib=summary.get("peak_by_role_gib"),
         role_peak_gib=summary.get("role_peak_gib"),
+        role_peak_rss_gib=summary.get("role_peak_rss_gib"),
         available_drop_gib=summary.get("available_drop_gib"),
         median_step_s=round(statistics.median(step_times), 1) if step_times else None,
         last_rewards={k: round(v, 3) for k, v in last.items() if k.startswith("reward/") and k.endswith("/mean")},
@@ -133,10 +134,12 @@ def main() -> None:
                 res = run_side(root, shape, args.steps, out / f"{shape}-{side}", side_env[side], flags)
                 results[f"{shape}/{side}"] = res
                 roles = ", ".join(f"{k} {v:.2f}" for k, v in list((res["peak_by_role_gib"] or {}).items())[:5])
+                own = ", ".join(f"{k} {v:.2f}" for k, v in list((res["role_peak_rss_gib"] or {}).items())[:5])
                 print(
                     f"  exit {res['exit']}, {res['steps']} steps, peak {res['peak_pss_gib']} GiB PSS "
                     f"(MemAvailable -{res['available_drop_gib']} GiB), median step {res['median_step_s']} s\n"
-                    f"  at the peak: {roles}\n  last step: {res['last_rewards']}, vllm_kl {res['last_vllm_kl']}",
+                    f"  at the peak: {roles}\n  each role's own peak RSS (VmHWM): {own}\n"
+                    f"  last step: {res['last_rewards']}, vllm_kl {res['last_vllm_kl']}",
                     flush=True,
                 )
     finally:

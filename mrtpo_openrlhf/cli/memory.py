@@ -2,7 +2,9 @@
 
 Reads ``memory.jsonl`` (written each second by the CPU launcher, ``launch/memory.py``) and prints the peak, its
 make-up by process role, and each phase's peak by role; ``--plot`` draws the PSS of each role over time, stacked,
-with the system's MemAvailable and the phases shaded.
+with the system's MemAvailable and the phases shaded. A run started with ``MRTPO_CPU_PEAK_STACKS=DIR`` (the folder
+``--stacks`` reads, default ``RUN_FOLDER/peak_stacks``) also recorded where in the code each process peaked
+(``cpu/peak_stack.py``): the largest processes' peaks are printed with the innermost frames of their stacks.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from ..cpu.peak_stack import read_peaks
 from ..launch.memory import PHASES, read_trace, roles_table
 
 
@@ -30,6 +33,17 @@ def table(rows: List[dict]) -> List[str]:
         cells = "".join(f"{by_phase[phase].get(r, 0.0):>20.2f}" for r in roles)
         lines.append(f"{phase:<11}{cells}{peak_of_phase:>24.2f}")
     lines.append("(GiB; each role's column is its own peak within the phase)")
+    return lines
+
+
+def stacks(folder: Path, processes: int = 4, frames: int = 8) -> List[str]:
+    """The ``processes`` largest peaks recorded under ``folder``, each with its innermost ``frames`` frames."""
+    lines = []
+    for record in read_peaks(folder)[:processes]:
+        name = record.get("name") or record["file"]
+        lines.append(f"{name} (pid {record.get('pid')}): peak RSS {record['peak_rss_bytes'] / 2**30:.2f} GiB at "
+                     f"{record.get('at_s', 0):.0f}s, in")  # fmt: skip
+        lines += [f"    {frame}" for frame in record.get("stack", [])[-frames:]]
     return lines
 
 
@@ -73,6 +87,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.cli.memory", description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a run folder holding memory.jsonl (or the file itself)")
     parser.add_argument("--plot", type=Path, help="also draw the trace into this PNG")
+    parser.add_argument("--stacks", type=Path, help="peak stacks folder (default: RUN_FOLDER/peak_stacks, if there)")
     args = parser.parse_args(argv)
     path = args.run / "memory.jsonl" if args.run.is_dir() else args.run
     if not path.is_file():
@@ -87,6 +102,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"memory: {path}: empty (the run ended before its first sample)", file=sys.stderr)
         return 2
     print("\n".join(table(rows)))
+    folder = args.stacks or (path.parent / "peak_stacks")
+    if folder.is_dir():
+        print(f"\nwhere each process peaked ({folder}):")
+        print("\n".join(stacks(folder)))
     if args.plot:
         plot(rows, args.plot)
         print(f"plot: {args.plot}")

@@ -80,6 +80,15 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
+def peak_rss_bytes(pid: int) -> int:
+    """The kernel's high-water mark of ``pid``'s resident set (``VmHWM``): its true peak, however short, which a
+    1-second PSS sample can miss; RSS, so shared libraries count in full (0 if it vanished)."""
+    for line in (_read(f"/proc/{pid}/status") or "").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def meminfo() -> Dict[str, int]:
     """``/proc/meminfo`` in bytes (``MemTotal``, ``MemAvailable``, ...)."""
     out = {}
@@ -159,6 +168,7 @@ class MemoryTrace:
         self.out, self.pids, self.interval = out, pids, interval
         self.phase, self.step = "start-up", 0
         self.samples: List[Sample] = []
+        self.hwm: Dict[int, tuple] = {}  # pid -> (role, VmHWM bytes), the last seen of each process
         self.baseline_available = mem_available_bytes()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="memory-trace")
@@ -184,6 +194,9 @@ class MemoryTrace:
                 counted.append(pid)
                 role = process_role(pid)
                 by_role[role] = by_role.get(role, 0) + size
+                named, seen = self.hwm.get(pid, (role, 0))
+                named = named if role == str(pid) else role  # an exiting process loses its name, not its peak
+                self.hwm[pid] = (named, max(peak_rss_bytes(pid), seen))
         s = Sample(time.time() - self._t0, self.phase, self.step, mem_available_bytes(), by_role)
         with self._lock:
             self.samples.append(s)
@@ -211,7 +224,18 @@ class MemoryTrace:
         return max((s.total for s in self.samples), default=0)
 
     def summary(self) -> dict:
-        return summarize(self.samples, self.baseline_available)
+        out = summarize(self.samples, self.baseline_available)
+        if out:
+            out["role_peak_rss_gib"] = role_peak_rss(self.hwm.values())
+        return out
+
+
+def role_peak_rss(hwm: Iterable[tuple]) -> Dict[str, float]:
+    """{role: the sum of its processes' VmHWM in GiB}, largest first, from (role, bytes) pairs."""
+    roles: Dict[str, int] = {}
+    for role, size in hwm:
+        roles[role] = roles.get(role, 0) + size
+    return {k: round(v / GIB, 3) for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
 
 
 def summarize(samples: Sequence[Sample], baseline_available: int) -> dict:
@@ -250,13 +274,17 @@ def format_summary(summary: dict) -> List[str]:
         return ["no memory samples"]
     roles = ", ".join(f"{k} {v:.2f}" for k, v in list(summary["peak_by_role_gib"].items())[:6])
     phases = ", ".join(f"{k} {v:.2f}" for k, v in summary["peak_pss_by_phase_gib"].items())
-    return [
+    lines = [
         f"peak {summary['peak_pss_gib']:.2f} GiB (PSS of the run's processes) at {summary['peak_at_s']:.0f}s, "
         f"in {summary['peak_phase']}; MemAvailable fell by {summary['available_drop_gib']:.2f} GiB "
         f"(from {summary['available_before_gib']:.1f})",
         f"at the peak, GiB: {roles}",
         f"peak per phase, GiB: {phases}",
     ]
+    if summary.get("role_peak_rss_gib"):  # each process's own peak, caught by the kernel between the samples
+        own = ", ".join(f"{k} {v:.2f}" for k, v in list(summary["role_peak_rss_gib"].items())[:5])
+        lines.append(f"each role's own peak RSS (VmHWM, shared libraries in full), GiB: {own}")
+    return lines
 
 
 # ---- will it fit ---------------------------------------------------------------------------------------------
@@ -278,22 +306,26 @@ class RunShape:
     reference: bool = False
 
 
-# PSS of each process of a CPU run apart from the model it holds (SmolLM2-135M, bf16): the driver, the trainer, the
-# rollout actor, vLLM's engine core and worker (without weights and KV cache), Ray's daemons, and the actor's share
-# not explained by its states and logits. The actor's is calibrated on the embedded default (12.0 GiB measured,
-# docs/cpu.md), the others rounded up from one traced study run.
-PROCESS_FLOOR_GIB = {"driver": 0.7, "trainer": 0.6, "rollout": 0.6, "vllm": 1.6, "ray": 0.6, "actor": 3.9}
+# What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
+# embedded default and the tool study's shape with SmolLM2-135M in bf16 (benchmarks/default_memory.py, idle 2-core
+# AMD EPYC, 2026-12-04; docs/cpu.md): the actor's own peak RSS (VmHWM, in backward) was 4.43-4.48 and 4.51 GiB,
+# vLLM's engine core's 1.71-1.75 and 1.91 (reloading the synced weights); the driver, trainer and rollout actor
+# peak at start-up (0.67-0.81) and hold the figures below while the actor and vLLM peak; Ray's daemons about 0.5.
+PROCESS_FLOOR_GIB = {"driver": 0.55, "trainer": 0.6, "rollout": 0.65, "vllm": 1.1, "ray": 0.5, "actor": 2.0}
 REFERENCE_FLOOR_GIB = 0.9  # a reference model's process: no optimizer, no gradients (not yet measured)
 
 
 def estimate_run_bytes(shape: RunShape) -> int:
-    """An upper estimate of a CPU run's peak PSS. Actor: bf16 weights and gradients, fp32 master weights and two
-    fp32 Adam moments (20 bytes a parameter), and a training micro-batch's fp32 logits three times over (logits,
-    their gradient, the log-softmax's chunk) plus as much again for what the allocator keeps; vLLM: bf16 weights
-    and the KV cache; a reference model: bf16 weights and its logits; every process's floor."""
+    """An upper estimate of a CPU run's peak PSS: each process at its own peak, though the actor (training) and vLLM
+    (reloading weights) peak at different times; 8.5 and 8.9 GiB for the two calibration shapes, whose peaks
+    measured 7.5-7.9 and 8.0-8.2 GiB. Actor: bf16 weights and gradients, fp32 master weights and two fp32 Adam
+    moments (16 bytes a parameter; ZeRO-3 steps the optimizer in sub-groups, so no second fp32 copy), and a
+    training micro-batch's fp32 logits six times over (logits, log-softmax, their gradients, what the allocator
+    keeps); vLLM: bf16 weights twice (a weight sync reloads them beside the old ones) and the KV cache; a reference
+    model: bf16 weights and its logits; every process's floor."""
     logits = 4 * shape.train_rows * shape.logit_positions * shape.vocab
-    actor = 20 * shape.params + 6 * logits
-    vllm = 2 * shape.params + shape.kv_cache_gib * GIB
+    actor = 16 * shape.params + 6 * logits
+    vllm = 4 * shape.params + shape.kv_cache_gib * GIB
     ref = (2 * shape.params + 2 * logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
     return int(actor + vllm + ref + sum(PROCESS_FLOOR_GIB.values()) * GIB)
 

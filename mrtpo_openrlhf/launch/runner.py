@@ -172,6 +172,8 @@ def cpu_env(
         env["MRTPO_METRICS_JSONL"] = str(metrics_jsonl)
     env.update(extra or {})
     env[cpu_dtype.ENV_VAR] = cpu_dtype.resolve(env.get(cpu_dtype.ENV_VAR, "")).dtype
+    if env.get("MRTPO_CPU_PEAK_STACKS"):  # every process writes there, whatever its working folder
+        env["MRTPO_CPU_PEAK_STACKS"] = str(Path(env["MRTPO_CPU_PEAK_STACKS"]).resolve())
     return env
 
 

@@ -33,5 +33,9 @@ else:
             sys.stderr.write(f"[mrtpo.cpu] MRTPO_CPU is on but the CPU patches cannot be imported: {_err}\n")
         else:
             _apply()
+        if os.environ.get("MRTPO_CPU_PEAK_STACKS"):
+            from mrtpo_openrlhf.cpu.peak_stack import start_from_env as _start_peak_stacks
+
+            _start_peak_stacks()
 
 _chain_next_sitecustomize()
