@@ -27,12 +27,16 @@ class ResponseLogitsActor(Actor):
     """Upstream's ``Actor`` whose action log-probs come from the output layer at the response positions only.
 
     Upstream computes fp32 logits (B, T, V) for every position, prompt included, and then keeps the last
-    ``action_mask.shape[1]``: with SQL's ~540-token prompts and 96 new tokens that is 7x the logits (and their
-    gradient) the loss needs, about 1 GB per 8-row micro-batch of SmolLM2. Here the model is asked for
-    ``logits_to_keep = A + 1`` positions (Hugging Face causal LMs take it); the values are the same numbers,
-    since the output layer is applied per position. Any other call (packed samples, entropy, full log-probs,
-    multimodal inputs) goes to upstream unchanged. With ``return_output`` the output's ``logits`` are those of
-    the kept positions, (B, A + 1, V).
+    ``action_mask.shape[1]`` log-probs. OpenRLHF 0.11.2 builds each sample's ``action_mask`` over the whole
+    sequence after its first token (width T - 1, zero on the prompt: ``SamplesGenerator.
+    _process_response_into_experience``), so the width alone says nothing about where responses start. Here the
+    output layer runs from the first column where any row's ``action_mask`` is set (``logits_to_keep``, which
+    Hugging Face causal LMs take) to the end: with the embedded default's ~230-token prompts and 96 new tokens,
+    a third of the positions, and of the fp32 logits and their gradient (250 MB each per micro-batch of 4 rows of
+    SmolLM2). The values are the same numbers, since the output layer is applied per position; the columns before
+    it are masked and get log-prob 0, as upstream's do after the mask. Any other call (packed samples, entropy,
+    full log-probs, multimodal inputs) goes to upstream unchanged. With ``return_output`` the output's ``logits``
+    are those of the kept positions, (B, K, V), K = A - (first action column) + 1 for an action mask of width A.
     """
 
     def forward(
@@ -63,18 +67,20 @@ class ResponseLogitsActor(Actor):
                 sequences, action_mask, attention_mask, return_output, allgather_logits, return_logprobs,
                 ring_attn_group, packed_seq_lens, return_entropy, **mm_inputs,
             )  # fmt: skip
-        n_actions = action_mask.shape[1]
+        n_actions = action_mask.shape[1]  # its last column is the sequence's last token
+        acting = torch.nonzero(action_mask.any(0)).flatten()
+        first = int(acting[0]) if len(acting) else n_actions  # the first column any row acts in
+        keep = n_actions - first + 1  # logits for the tokens of columns first..A-1, and one more position
         position_ids = attention_mask.long().cumsum(-1) - 1
         position_ids.masked_fill_(attention_mask == 0, 1)
-        output = self.model(
-            sequences, attention_mask=attention_mask, position_ids=position_ids, logits_to_keep=n_actions + 1
-        )
+        output = self.model(sequences, attention_mask=attention_mask, position_ids=position_ids, logits_to_keep=keep)
         output["logits"] = output["logits"].to(torch.float32)
         if self.temperature != 1.0:
             output["logits"].div_(self.temperature)
-        # position j predicts token j + 1: the first A of the A + 1 kept positions predict the A response tokens
-        log_probs = log_probs_from_logits(output["logits"][:, :-1], sequences[:, -n_actions:])
-        action_log_probs = log_probs * action_mask.float()
+        # position j predicts token j + 1: the first K - 1 of the K kept positions predict the last K - 1 tokens
+        targets = sequences[:, sequences.shape[1] - (keep - 1) :]
+        log_probs = log_probs_from_logits(output["logits"][:, :-1], targets)
+        action_log_probs = torch.nn.functional.pad(log_probs, (first, 0)) * action_mask.float()
         return (action_log_probs, output) if return_output else action_log_probs
 
 

@@ -80,3 +80,47 @@ def test_calls_it_does_not_cover_go_to_upstream_unchanged():
     torch.testing.assert_close(
         ours(seq, attention_mask=attn, return_logprobs=True), upstream(seq, attention_mask=attn, return_logprobs=True)
     )
+
+
+def upstream_experience_batch():
+    """Two samples as OpenRLHF 0.11.2 builds them (``_process_response_into_experience`` on a vLLM response, then
+    ``Experience.concat_experiences`` as its experience maker batches them): prompt and response concatenated,
+    right-padded, and an action mask over the whole sequence after the first token, zero on the prompt. Prompts of
+    9 and 6 tokens, responses of 5 and 4."""
+    from openrlhf.trainer.ppo_utils.experience import Experience
+    from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+
+    g = torch.Generator().manual_seed(2)
+    samples = []
+    for prompt, response in ((9, 5), (6, 4)):
+        tokens = torch.randint(3, VOCAB, (prompt + response,), generator=g).tolist()
+        raw = dict(observation_tokens=tokens, action_ranges=[(prompt, prompt + response)], rollout_log_probs=None,
+                   reward=1.0, scores=1.0, prompt="p", label="l", extra_logs={})  # fmt: skip
+        samples.append(SamplesGenerator._process_response_into_experience(None, raw, max_len=64))
+    return Experience.concat_experiences(samples, 0)
+
+
+def test_upstreams_own_action_mask_layout_keeps_only_the_response_positions():
+    experience = upstream_experience_batch()
+    seq, attn, action_mask = experience.sequences, experience.attention_mask, experience.action_mask
+    assert action_mask.shape == (2, 13)  # upstream's layout: T - 1 columns, the prompts' among them
+    assert action_mask[0, :8].sum() == 0 and action_mask[1, :5].sum() == 0
+    upstream, ours = actors()
+    want, _ = upstream(seq, action_mask, attention_mask=attn, return_output=True)
+    got, kept = ours(seq, action_mask, attention_mask=attn, return_output=True)
+    assert got.shape == want.shape == (2, 13)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    # the output layer ran from the first action column (5: the shorter prompt's last token) to the end
+    assert kept["logits"].shape == (2, 13 - 5 + 1, VOCAB)
+    want.sum().backward()
+    got.sum().backward()
+    for (name, a), (_, b) in zip(upstream.named_parameters(), ours.named_parameters()):
+        torch.testing.assert_close(b.grad, a.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_a_batch_without_actions_keeps_one_position_and_gives_zeros():
+    upstream, ours = actors()
+    seq, attn, action_mask = batch()
+    none = torch.zeros_like(action_mask)
+    got, kept = ours(seq, none, attention_mask=attn, return_output=True)
+    assert kept["logits"].shape[1] == 1 and (got == 0).all() and got.shape == none.shape
