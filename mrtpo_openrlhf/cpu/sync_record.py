@@ -40,9 +40,10 @@ def compare_checked(model, named_weights: Iterable) -> tuple[str | None, bool | 
     return None, None
 
 
-def record_round(model, named_weights: list, loaded: bool, state: dict) -> None:
+def record_round(model, named_weights: list, loaded: bool, state: dict, tensors: int | None = None) -> None:
     """Append this round's line to ``$MRTPO_CPU_WEIGHT_SYNC_JSONL`` (nothing when it is unset). ``state``: a dict
-    kept by the caller across rounds (the worker's), for the round number."""
+    kept by the caller across rounds (the worker's), for the round number; ``tensors``: how many the round had,
+    when ``named_weights`` holds only those kept for the check (default: its length)."""
     path = os.environ.get(ENV_VAR)
     if not path:
         return
@@ -50,7 +51,7 @@ def record_round(model, named_weights: list, loaded: bool, state: dict) -> None:
     checked, match = compare_checked(model, named_weights)
     line = {
         "round": state["round"],
-        "tensors": len(named_weights),
+        "tensors": len(named_weights) if tensors is None else tensors,
         "loaded": loaded,
         "checked": checked,
         "match": match,

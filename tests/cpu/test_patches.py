@@ -663,6 +663,80 @@ def test_update_weight_collects_a_round_then_reloads_and_refreshes(monkeypatch):
     assert len(worker.model_runner.reloaded) == 1 and worker._model_update_group.values == []
 
 
+class _ForgetfulRunner(_Runner):
+    """Loads like vLLM's loader (copies each tensor, keeps no reference) and records which received tensors were
+    still alive when the next one was asked for."""
+
+    def reload_weights(self, weights_iterator):
+        import weakref
+
+        self.alive_at_next, previous = [], None
+        for name, tensor in weights_iterator:
+            self.alive_at_next.append(previous is not None and previous() is not None)
+            previous = weakref.ref(tensor)
+            del tensor
+        self.reloaded.append(name)
+
+
+def test_update_weight_drops_each_tensor_once_loaded_and_records_the_round(monkeypatch, tmp_path):
+    """The round is not held whole while vLLM loads it: a loaded tensor is freed before the next one is asked for;
+    the sync record still counts every tensor and checks the embedding against what was sent."""
+    pytest.importorskip("vllm.model_executor.layers.vocab_parallel_embedding")
+
+    import openrlhf.trainer.ray.vllm_worker_wrap as ww
+
+    patches.apply()
+    patches.vllm_worker_update_weight(ww)
+    monkeypatch.setenv("MRTPO_CPU_WEIGHT_SYNC_JSONL", str(tmp_path / "sync.jsonl"))
+    trimmed = []
+    monkeypatch.setattr(patches, "release_freed_heap", lambda: trimmed.append(1) or True)
+    embed = torch.nn.Embedding(3, 2)
+    model = torch.nn.Module()
+    model.embed_tokens = embed
+    sent = [torch.full((2,), 1.0), torch.full((2, 2), 2.0), torch.full((3, 2), 5.0)]
+    worker = ww.WorkerWrap()
+    worker.model_config = SimpleNamespace(dtype=torch.float32)
+    worker.device = torch.device("cpu")
+    worker.model_runner = _ForgetfulRunner(model)
+    worker._model_update_with_ray = False
+    worker._model_update_group = _Group(sent)
+    with torch.no_grad():
+        embed.weight.copy_(sent[2])  # the sampler holds what was sent: the check must match
+    for i, (name, shape) in enumerate([("a", (2,)), ("b", (2, 2)), ("embed_tokens.weight", (3, 2))]):
+        worker.update_weight(name, torch.float32, shape, empty_cache=i == 2)
+    assert worker.model_runner.alive_at_next == [False, False, False]
+    assert worker.model_runner.reloaded == ["embed_tokens.weight"] and trimmed == [1]
+    (line,) = [json.loads(x) for x in (tmp_path / "sync.jsonl").read_text().splitlines()]
+    assert line["tensors"] == 3 and line["checked"] == "embed_tokens.weight" and line["match"] is True
+
+    monkeypatch.setenv("MRTPO_CPU_VLLM_TRIM", "0")
+    worker._model_update_group = _Group([torch.ones(1)])
+    worker.update_weight("a", torch.float32, (1,), empty_cache=True)
+    assert trimmed == [1]  # switched off
+
+
+def test_release_freed_heap_returns_memory_to_the_system():
+    """Freed heap chunks below the mmap threshold stay in the process until malloc_trim gives them back."""
+    import ctypes
+
+    if not hasattr(ctypes.CDLL(None), "malloc_trim"):
+        pytest.skip("no glibc malloc_trim here")
+    code = """
+import os
+from mrtpo_openrlhf.cpu import patches
+rss = lambda: int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+chunks = [bytearray(64 * 1024) for _ in range(4000)]  # 250 MiB in heap chunks
+keep = bytearray(64 * 1024)  # above them, so the heap's top cannot shrink by itself
+del chunks
+before = rss()
+print(patches.release_freed_heap(), round(before - rss()))
+"""
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(2**40)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    returned, freed_mib = out.split()
+    assert returned == "True" and int(freed_mib) > 200, out
+
+
 def test_update_weight_round_in_fp32():
     """An fp32 engine (MRTPO_CPU_DTYPE=fp32) receives fp32 tensors bit-exactly; a bf16 sender is refused."""
     pytest.importorskip("vllm.model_executor.layers.vocab_parallel_embedding")
