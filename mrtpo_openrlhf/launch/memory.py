@@ -308,17 +308,17 @@ class RunShape:
 
 # What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
 # embedded default and the tool study's shape with SmolLM2-135M in bf16 (benchmarks/default_memory.py, idle 2-core
-# AMD EPYC, 2026-12-04; docs/cpu.md): the actor's own peak RSS (VmHWM, in backward) was 4.43-4.48 and 4.51 GiB,
-# vLLM's engine core's 1.71-1.75 and 1.91 (reloading the synced weights); the driver, trainer and rollout actor
-# peak at start-up (0.67-0.81) and hold the figures below while the actor and vLLM peak; Ray's daemons about 0.5.
-PROCESS_FLOOR_GIB = {"driver": 0.55, "trainer": 0.6, "rollout": 0.65, "vllm": 1.1, "ray": 0.5, "actor": 2.0}
+# AMD EPYC, 2026-12-04, commit 61a4885; docs/cpu.md): the actor's own peak RSS (VmHWM, in backward) was 3.54 and
+# 3.89 GiB, vLLM's engine core's 1.64 and 1.84 (reloading the synced weights); the driver, trainer and rollout actor
+# peak at start-up (0.67-0.80) and hold the figures below while the actor and vLLM peak; Ray's daemons about 0.5.
+PROCESS_FLOOR_GIB = {"driver": 0.55, "trainer": 0.6, "rollout": 0.65, "vllm": 1.1, "ray": 0.5, "actor": 1.1}
 REFERENCE_FLOOR_GIB = 0.9  # a reference model's process: no optimizer, no gradients (not yet measured)
 
 
 def estimate_run_bytes(shape: RunShape) -> int:
     """An upper estimate of a CPU run's peak PSS: each process at its own peak, though the actor (training) and vLLM
-    (reloading weights) peak at different times; 8.5 and 8.9 GiB for the two calibration shapes, whose peaks
-    measured 7.5-7.9 and 8.0-8.2 GiB. Actor: bf16 weights and gradients, fp32 master weights and two fp32 Adam
+    (reloading weights) peak at different times; 7.6 and 8.0 GiB for the two calibration shapes, whose peaks
+    measured 6.9 and 7.2 GiB. Actor: bf16 weights and gradients, fp32 master weights and two fp32 Adam
     moments (16 bytes a parameter; ZeRO-3 steps the optimizer in sub-groups, so no second fp32 copy), and a
     training micro-batch's fp32 logits six times over (logits, log-softmax, their gradients, what the allocator
     keeps); vLLM: bf16 weights twice (a weight sync reloads them beside the old ones) and the KV cache; a reference

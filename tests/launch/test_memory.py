@@ -226,6 +226,6 @@ def test_the_estimate_bounds_the_measured_peaks_closely():
     params, vocab = 134_515_008, 49_152
     default = memory.RunShape(params, vocab, train_rows=4, logit_positions=97, kv_cache_gib=169 / 1024)
     study = memory.RunShape(params, vocab, train_rows=4, logit_positions=161, kv_cache_gib=338 / 1024)
-    for shape, measured_gib in ((default, 7.90), (study, 8.16)):
+    for shape, measured_gib in ((default, 6.89), (study, 7.22)):
         estimate = memory.estimate_run_bytes(shape) / memory.GIB
         assert measured_gib <= estimate <= 1.15 * measured_gib, (shape, estimate)
