@@ -1,4 +1,4 @@
-"""``python -m mrtpo_openrlhf.study {probe,coldstart,run,heldout,localize,report}``."""
+"""``python -m mrtpo_openrlhf.study {probe,coldstart,run,heldout,localize,report,readme}``."""
 
 # The commands' argument parsing; what they do is in mrtpo_openrlhf/study/.
 
@@ -133,6 +133,13 @@ def add_report_command(sub) -> None:
     )
 
 
+def add_readme_command(sub) -> None:
+    p = sub.add_parser("readme", help="the README's evidence block of a study, from its summary.json")
+    p.add_argument("dir", type=Path, help="a committed results folder (its summary.json, written by `report`)")
+    p.add_argument("--readme", type=Path, default=Path("README.md"), help="the README holding the block's markers")
+    p.add_argument("--check", action="store_true", help="only say whether the block is in sync (exit 1 if not)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m mrtpo_openrlhf.study", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -143,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_run_command,
         add_localize_command,
         add_report_command,
+        add_readme_command,
     ):
         add(sub)
     return ap
@@ -181,6 +189,23 @@ def report_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int
         print(f"[study] {exc}", file=sys.stderr)
         return 2
     print(f"[study] report: {path}")
+    return 0
+
+
+def readme_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from ..study.report.readme import ReadmeError, sync_readme
+
+    if not args.readme.is_file():
+        ap.error(f"--readme {args.readme}: no such file")
+    try:
+        changed = sync_readme(args.readme, args.dir, check=args.check)
+    except ReadmeError as exc:
+        print(f"[study] {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"[study] {args.readme}: evidence block of {args.dir} " + ("out of date" if changed else "in sync"))
+        return 1 if changed else 0
+    print(f"[study] {args.readme}: evidence block " + ("rewritten" if changed else "already in sync"))
     return 0
 
 
@@ -321,6 +346,7 @@ COMMANDS = {
     "run": run_command,
     "localize": localize_command,
     "report": report_command,
+    "readme": readme_command,
 }
 
 

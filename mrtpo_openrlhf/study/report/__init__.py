@@ -33,6 +33,7 @@ from .sections import (
     comparison_rows,
     localization_table,
     null_control_section,
+    planned_runs,
     primary_section,
     probe_section,
     prompt_section,
@@ -118,12 +119,16 @@ def write_report(
         f"- {c}" for c in caveats(study, declared, primary, secondary, alpha)
     ]
     (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    planned = planned_runs(config)
     summary = {
+        "name": config.get("name", root.name),
         "steps": study.steps,
         "rewards": study.names,
         "runs": {arm: sorted(by) for arm, by in study.runs.items()},
+        "planned_runs": len(planned),
+        "missing_runs": [f"{a} seed {s}" for a, s in planned if s not in study.runs.get(a, {})],
         "primary_endpoint": primary.label(),
-        "declared": {f"{a} - {b}": _paired_record(p) for (a, b), p in declared.items()},
+        "declared": {f"{a} - {b}": _declared_record(p, alpha) for (a, b), p in declared.items()},
         "declared_source": source,
         "comparisons": {k: _paired_record(p) for k, p in secondary.items()},
         "excluded": {f"{a} - {b} seed {s}": why for (a, b, s), why in excluded.items()},
@@ -134,6 +139,12 @@ def write_report(
     }
     (out / "summary.json").write_text(json.dumps(_finite_json(summary), indent=2) + "\n")
     return out / "report.md"
+
+
+def _declared_record(p, alpha: float) -> dict | None:
+    """A declared comparison's summary record, with its verdict by the plan's rule."""
+    record = _paired_record(p)
+    return None if record is None else {**record, "verdict": p.verdict(alpha)}
 
 
 def _finite_json(x):

@@ -465,6 +465,12 @@ def null_control_section(folder: Path) -> list[str]:
     return md
 
 
+def planned_runs(config: dict[str, Any]) -> list[tuple[str, int]]:
+    """(arm, seed) of every run the config plans, seed by seed (``arm_seeds`` narrows an arm's seeds)."""
+    seeds = config.get("seeds", [])
+    return [(a, s) for s in seeds for a in config.get("arms", []) if s in config.get("arm_seeds", {}).get(a, seeds)]
+
+
 def status_section(study: Study, config: dict[str, Any], title: str) -> list[str]:
     """The title, the config, and which planned runs are done, missing or cut short."""
     runs, steps = study.runs, study.steps
@@ -473,12 +479,7 @@ def status_section(study: Study, config: dict[str, Any], title: str) -> list[str
     md = [f"# Study: {config.get('name', title)}", ""]
     if config:
         md += ["Config: " + ", ".join(f"`{k}={v}`" for k, v in config.items() if k not in ("extra_args", "env")), ""]
-    planned = [
-        (a, s)
-        for s in config.get("seeds", [])
-        for a in config.get("arms", [])
-        if s in config.get("arm_seeds", {}).get(a, config.get("seeds", []))
-    ]
+    planned = planned_runs(config)
     missing = [f"{a} seed {s}" for a, s in planned if s not in done.get(a, [])]
     if missing:
         md += [
