@@ -9,9 +9,11 @@ import ray
 import torch
 from openrlhf.models import Actor
 from openrlhf.models.utils import log_probs_from_logits
+from openrlhf.trainer.ray.launcher import ReferenceModelActor
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 from ..core import ReplayRequest, replay_relevance
+from .ports import rendezvous_port
 from .ranks import inject_replay_failure
 from .zero3_sizes import size_strategy_buffers
 
@@ -87,7 +89,9 @@ class ResponseLogitsActor(Actor):
 class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
     """Upstream's policy actor plus ``replay_relevance`` (dispatched like ``forward``), with the policy's log-prob
     forwards at the response positions only (``ResponseLogitsActor``) and ZeRO-3 buffers sized from the model
-    (``zero3_sizes.py``)."""
+    (``zero3_sizes.py``), and its group's rendezvous port outside the kernel's ephemeral range (``ports.py``)."""
+
+    _get_free_port = staticmethod(rendezvous_port)
 
     def init_model_from_pretrained(self, strategy, pretrain, *args, **kwargs):
         size_strategy_buffers(strategy, pretrain)
@@ -142,5 +146,12 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
         return q
 
 
-# Ray forbids subclassing a decorated actor; decorate our subclass with upstream's resources.
+class MRTPOReferenceModelActorBase(ReferenceModelActor.__ray_actor_class__):
+    """Upstream's reference actor with its group's rendezvous port outside the kernel's ephemeral range."""
+
+    _get_free_port = staticmethod(rendezvous_port)
+
+
+# Ray forbids subclassing a decorated actor; decorate our subclasses with upstream's resources.
 MRTPOPolicyModelActor = ray.remote(num_gpus=1)(MRTPOPolicyModelActorBase)
+MRTPOReferenceModelActor = ray.remote(num_gpus=1)(MRTPOReferenceModelActorBase)

@@ -5,7 +5,8 @@ Runs upstream's own ``openrlhf.cli.train_ppo_ray`` entry point with these hooks:
 - the pre-flight check of data, labels and reward runs on the parsed flags first, in a pass of upstream's module
   with its module-level imports (Ray, DeepSpeed, vLLM, transformers: ~6 s) deferred (``preflight_pass``), so a bad
   input stops in about 2 s; ``--preflight-only`` stops after it. Then upstream's module runs for real;
-- ``PolicyModelActor`` becomes ours (adds the ``replay_relevance`` method);
+- ``PolicyModelActor`` becomes ours (adds the ``replay_relevance`` method), and it and ``ReferenceModelActor``
+  take their group's rendezvous port outside the kernel's ephemeral range (``adapter/ports.py``);
 - ``PPOTrainer`` becomes ours (reward-vector transport, MRTPO experience maker, metrics).
 Every other upstream flag, default and check is untouched.
 """
@@ -27,12 +28,14 @@ NO_DEVICE = (
 def install_upstream_overrides() -> None:
     """Point upstream's module globals at our subclasses (read by ``train()`` at call time)."""
     import openrlhf.trainer.ppo_trainer as ppo_trainer_module
+    import openrlhf.trainer.ray.launcher as launcher_module
     import openrlhf.trainer.ray.ppo_actor as ppo_actor_module
 
-    from ..adapter.actor import MRTPOPolicyModelActor
+    from ..adapter.actor import MRTPOPolicyModelActor, MRTPOReferenceModelActor
     from ..adapter.trainer import MRTPOPPOTrainer
 
     ppo_actor_module.PolicyModelActor = MRTPOPolicyModelActor
+    launcher_module.ReferenceModelActor = MRTPOReferenceModelActor
     ppo_trainer_module.PPOTrainer = MRTPOPPOTrainer
 
 

@@ -23,7 +23,10 @@ def test_cli_builds_parser_inline_with_estimator_choices():
     assert "args = parser.parse_args()" in src and "hierarchize(args)" in src
     # train() picks the actor and trainer classes up by module global at call time
     train_src = inspect.getsource(cli.train)
-    assert "PolicyModelActor," in train_src
+    assert "PolicyModelActor," in train_src and "ReferenceModelActor," in train_src
+    # ... imported from the modules whose globals install_upstream_overrides replaces
+    assert "from openrlhf.trainer.ray.ppo_actor import PolicyModelActor" in src
+    assert "from openrlhf.trainer.ray.launcher import (" in src and "    ReferenceModelActor," in src
     assert "from openrlhf.trainer.ppo_trainer import PPOTrainer" in train_src
 
 
