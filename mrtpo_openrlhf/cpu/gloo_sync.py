@@ -39,6 +39,15 @@ class GlooWeightSyncGroup:
         if buffer is not tensor:
             tensor.copy_(buffer)
 
+    def close(self) -> None:
+        """Wait for every rank, then stop gloo's threads.
+
+        A process that exits with the group still open can abort in gloo's destructor ("terminate called
+        without an active exception") while its pair threads are still up.
+        """
+        self.group.barrier().wait()
+        self.group.shutdown()
+
 
 def make_gloo_weight_sync_group(master_address, master_port, rank, world_size, device=None) -> GlooWeightSyncGroup:
     """Drop-in for ``openrlhf.utils.distributed_util.stateless_init_process_group`` (``device`` is unused)."""

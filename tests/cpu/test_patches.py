@@ -563,6 +563,7 @@ plain = sent.clone() if rank == 0 else torch.zeros(3, 4, dtype=torch.bfloat16)
 strided = (sent + 1).t().contiguous().t() if rank == 0 else torch.zeros(4, 3, dtype=torch.bfloat16).t()
 group.broadcast(plain, src=0, stream=None)
 group.broadcast(strided, src=0)  # a non-contiguous view on the receiving side
+group.close()
 print(json.dumps([plain.float().tolist(), strided.float().tolist()]))
 """
 
