@@ -30,13 +30,6 @@ REPO = Path(__file__).resolve().parents[1]
 MODES = ("held", "consumed", "consumed+trim")
 
 
-def _gib_from(path: str, key: str) -> float:
-    for line in open(path):
-        if line.startswith(key):
-            return round(int(line.split()[1]) / 2**20, 3)
-    return float("nan")
-
-
 def child(model: str, mode: str, rounds: int) -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process, so its memory is ours
     os.environ["MRTPO_CPU_VLLM_TRIM"] = "1" if mode.endswith("trim") else "0"
@@ -45,6 +38,9 @@ def child(model: str, mode: str, rounds: int) -> None:
 
     from mrtpo_openrlhf.cpu import patches
     from mrtpo_openrlhf.cpu.dtype import train_dtype
+    from mrtpo_openrlhf.launch.memory import GIB, peak_rss_bytes, pss_bytes
+
+    pid = os.getpid()
 
     dtype = "bfloat16" if train_dtype() == "bf16" else "float32"
     kv_bytes = 169 * 2**20  # the embedded default's sized KV cache
@@ -54,7 +50,7 @@ def child(model: str, mode: str, rounds: int) -> None:
     llm.generate(prompts, params, use_tqdm=False)
     worker = llm.llm_engine.model_executor.driver_worker.worker
     sent = {k: v.to(llm.llm_engine.model_config.dtype) for k, v in load_file(f"{model}/model.safetensors").items()}
-    rows = [{"round": 0, "pss_gib": _gib_from("/proc/self/smaps_rollup", "Pss:")}]
+    rows = [{"round": 0, "pss_gib": round(pss_bytes(pid) / GIB, 3)}]
     for n in range(1, rounds + 1):
         named = [(name, tensor.clone()) for name, tensor in sent.items()]  # what the gloo broadcast receives
         if mode == "held":
@@ -64,8 +60,8 @@ def child(model: str, mode: str, rounds: int) -> None:
         else:
             patches.load_weight_round(worker, named)
         llm.generate(prompts, params, use_tqdm=False)
-        rows.append({"round": n, "pss_gib": _gib_from("/proc/self/smaps_rollup", "Pss:")})
-    rows[-1]["peak_rss_gib"] = _gib_from("/proc/self/status", "VmHWM")
+        rows.append({"round": n, "pss_gib": round(pss_bytes(pid) / GIB, 3)})
+    rows[-1]["peak_rss_gib"] = round(peak_rss_bytes(pid) / GIB, 3)
     print("RESULT " + json.dumps(rows), flush=True)
 
 
