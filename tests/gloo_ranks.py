@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from mrtpo_openrlhf.launch.runner import free_port
 from mrtpo_openrlhf.paths import REPO_ROOT
+from mrtpo_openrlhf.ports import free_port
 
 TESTS = Path(__file__).resolve().parent
 

@@ -13,7 +13,7 @@ from openrlhf.trainer.ray.launcher import ReferenceModelActor
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 from ..core import ReplayRequest, replay_relevance
-from .ports import rendezvous_port
+from ..ports import free_port
 from .ranks import inject_replay_failure
 from .zero3_sizes import size_strategy_buffers
 
@@ -89,9 +89,10 @@ class ResponseLogitsActor(Actor):
 class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
     """Upstream's policy actor plus ``replay_relevance`` (dispatched like ``forward``), with the policy's log-prob
     forwards at the response positions only (``ResponseLogitsActor``) and ZeRO-3 buffers sized from the model
-    (``zero3_sizes.py``), and its group's rendezvous port outside the kernel's ephemeral range (``ports.py``)."""
+    (``zero3_sizes.py``), and its group's rendezvous port outside the kernel's ephemeral range
+    (``mrtpo_openrlhf/ports.py``)."""
 
-    _get_free_port = staticmethod(rendezvous_port)
+    _get_free_port = staticmethod(free_port)
 
     def init_model_from_pretrained(self, strategy, pretrain, *args, **kwargs):
         size_strategy_buffers(strategy, pretrain)
@@ -149,7 +150,7 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
 class MRTPOReferenceModelActorBase(ReferenceModelActor.__ray_actor_class__):
     """Upstream's reference actor with its group's rendezvous port outside the kernel's ephemeral range."""
 
-    _get_free_port = staticmethod(rendezvous_port)
+    _get_free_port = staticmethod(free_port)
 
 
 # Ray forbids subclassing a decorated actor; decorate our subclasses with upstream's resources.

@@ -24,7 +24,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from typing import Callable, Dict, List, Optional, Sequence, TextIO
 from ..cpu import SITE_DIR, sync_record
 from ..cpu import dtype as cpu_dtype
 from ..paths import REPO_ROOT
+from ..ports import free_ports
 from ..provenance import provenance
 from .memory import (
     GIB,
@@ -63,33 +63,6 @@ _RAY_PORT_FLAGS = (
     "--metrics-export-port",
     "--runtime-env-agent-port",
 )
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago (bind to 0 and release)."""
-    return free_ports(1)[0]
-
-
-def free_ports(count: int, avoid: Sequence[int] = ()) -> List[int]:
-    """``count`` distinct TCP ports that were free a moment ago, none in ``avoid``.
-
-    All are held bound until the last is chosen: ports taken one at a time can repeat (the OS may hand a just
-    released port out again), and a Ray head given one port for two components refuses to start.
-    """
-    held: List[socket.socket] = []
-    ports: List[int] = []
-    try:
-        while len(ports) < count:
-            sock = socket.socket()
-            held.append(sock)
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-            if port not in avoid and port not in ports:
-                ports.append(port)
-        return ports
-    finally:
-        for sock in held:
-            sock.close()
 
 
 def project_cache() -> Path:

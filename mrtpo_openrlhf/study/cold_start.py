@@ -141,7 +141,8 @@ def cold_start(
     """Train ``steps`` optimizer steps of ``batch`` rows and write the HF model to ``out``; returns the record."""
     from mrtpo_openrlhf.data.jsonl import write_jsonl
     from mrtpo_openrlhf.evaluation.generation import resolve_model
-    from mrtpo_openrlhf.launch.runner import cpu_env, free_port
+    from mrtpo_openrlhf.launch.runner import cpu_env
+    from mrtpo_openrlhf.ports import free_port
 
     out = Path(out)
     rows = sft_rows(seed=seed)[: steps * batch]

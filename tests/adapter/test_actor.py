@@ -1,9 +1,11 @@
 """The actor's replay method on a tiny model equals the core's replay."""
 
+import pytest
 import torch
 from openrlhf_fakes import fake_actor
 
 from mrtpo_openrlhf.core import replay_relevance, request_from_ids
+from mrtpo_openrlhf.ports import RAY_WORKER_PORTS_END, ephemeral_range
 
 
 def test_actor_replay_equals_core(tiny_llama):
@@ -26,3 +28,14 @@ def test_actor_replay_equals_core(tiny_llama):
     assert torch.allclose(q, ref, atol=1e-6)
     assert len(calls) == 5  # padded to the fixed count
     assert actor.actor.training  # train mode restored
+
+
+@pytest.mark.parametrize("name", ["MRTPOPolicyModelActorBase", "MRTPOReferenceModelActorBase"])
+def test_upstream_actor_init_takes_our_port(name, monkeypatch):
+    """Upstream's BaseDistributedActor.__init__ asks ``self._get_free_port()`` for rank 0's store port."""
+    import mrtpo_openrlhf.adapter.actor as actor_module
+
+    for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    actor = getattr(actor_module, name)(1, 0, "127.0.0.1", None)
+    assert RAY_WORKER_PORTS_END < actor._master_port < ephemeral_range()[0]

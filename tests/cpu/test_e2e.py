@@ -28,9 +28,9 @@ import torch
 
 from mrtpo_openrlhf.cpu.sync_record import check_rounds
 from mrtpo_openrlhf.launch import cpu_grpo_args, memory, run_openrlhf_cpu, write_prompt_jsonl
-from mrtpo_openrlhf.launch.runner import free_port
 from mrtpo_openrlhf.metrics import read_metrics
 from mrtpo_openrlhf.models import make_tiny_model
+from mrtpo_openrlhf.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 pytest.importorskip("vllm")

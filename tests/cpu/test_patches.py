@@ -571,7 +571,7 @@ print(json.dumps([plain.float().tolist(), strided.float().tolist()]))
 def test_gloo_group_moves_bf16_bytes():
     """Two separate processes (rank 0 sends, rank 1 receives) over the stateless gloo group."""
     pytest.importorskip("vllm.distributed.utils")
-    from mrtpo_openrlhf.launch.runner import free_port
+    from mrtpo_openrlhf.ports import free_port
 
     port = str(free_port())
     env = dict(os.environ, PYTHONPATH=str(REPO))

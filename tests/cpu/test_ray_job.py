@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo_openrlhf.launch.runner import cpu_env, free_port, start_ray_head
+from mrtpo_openrlhf.launch.runner import cpu_env, start_ray_head
 from mrtpo_openrlhf.metrics import read_metrics
 from mrtpo_openrlhf.models import make_tiny_model
 from mrtpo_openrlhf.paths import REPO_ROOT
+from mrtpo_openrlhf.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 pytest.importorskip("vllm")

@@ -1,10 +1,32 @@
-"""Ports for a private Ray head: distinct, and never one given to two components (Ray then refuses to start)."""
+"""Ports we ask to listen on: distinct, outside the kernel's ephemeral range, never one already bound."""
 
+import random
+import socket
+
+from mrtpo_openrlhf import ports
 from mrtpo_openrlhf.launch import runner
+from mrtpo_openrlhf.ports import RAY_WORKER_PORTS_END, ephemeral_range, free_ports
+
+
+class _Scripted(random.Random):
+    """Draws the given ports in order, then those of a seeded generator."""
+
+    def __init__(self, scripted):
+        super().__init__(0)
+        self.scripted = list(scripted)
+
+    def randint(self, a, b):
+        return self.scripted.pop(0) if self.scripted else super().randint(a, b)
+
+
+def _range_file(tmp_path, low, high):
+    path = tmp_path / "ip_local_port_range"
+    path.write_text(f"{low}\t{high}\n")
+    return path
 
 
 def test_free_ports_are_distinct_and_avoid_the_given_ones(monkeypatch):
-    handed_out = iter([5000, 5000, 5001, 8265, 5002])  # an OS that repeats itself and hands out a taken port
+    handed_out = iter([5000, 5000, 5001, 8265, 5002])  # a draw that repeats itself and hits a taken port
 
     class FakeSocket:
         def bind(self, address):
@@ -16,17 +38,49 @@ def test_free_ports_are_distinct_and_avoid_the_given_ones(monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(runner.socket, "socket", FakeSocket)
-    assert runner.free_ports(3, avoid=[8265]) == [5000, 5001, 5002]
+    monkeypatch.setattr(ports.socket, "socket", FakeSocket)
+    assert free_ports(3, avoid=[8265]) == [5000, 5001, 5002]
 
 
-def test_real_ports_distinct():
-    ports = runner.free_ports(64)
-    assert len(set(ports)) == 64
+def test_real_ports_distinct_and_between_ray_workers_and_the_ephemeral_range(tmp_path):
+    path = _range_file(tmp_path, 32768, 60999)
+    drawn = free_ports(64, range_file=path)
+    assert len(set(drawn)) == 64
+    assert all(RAY_WORKER_PORTS_END < port < 32768 for port in drawn)
+
+
+def test_a_bound_port_is_skipped(tmp_path):
+    path = _range_file(tmp_path, 32768, 60999)
+    held = socket.socket()
+    for taken in range(25000, 26000):
+        try:
+            held.bind(("", taken))
+            break
+        except OSError:
+            continue
+    held.listen()
+    try:
+        drawn = free_ports(1, rng=_Scripted([taken, taken]), range_file=path)
+        assert drawn[0] != taken and RAY_WORKER_PORTS_END < drawn[0] < 32768
+    finally:
+        held.close()
+
+
+def test_no_room_below_the_range_lets_the_kernel_pick(tmp_path):
+    path = _range_file(tmp_path, 20010, 60999)  # ten ports between Ray's and the ephemeral range
+    port = free_ports(1, rng=_Scripted([20005] * 5), range_file=path)[0]
+    assert port != 20005 and port >= ephemeral_range()[0]  # the kernel's pick, not a draw from the narrow gap
+
+
+def test_unreadable_range_file_means_linux_default(tmp_path):
+    assert ephemeral_range(tmp_path / "missing") == (32768, 60999)
+    bad = tmp_path / "bad"
+    bad.write_text("not ports")
+    assert ephemeral_range(bad) == (32768, 60999)
 
 
 def test_ray_start_command_gives_every_component_its_own_port(tmp_path):
     command = runner.ray_start_command(2, 1, 6380, tmp_path, dashboard_port=8265)
-    ports = [int(command[i + 1]) for i, flag in enumerate(command) if flag.endswith("-port") or flag == "--port"]
-    assert len(ports) == 2 + len(runner._RAY_PORT_FLAGS)
-    assert len(set(ports)) == len(ports), ports
+    ports_given = [int(command[i + 1]) for i, flag in enumerate(command) if flag.endswith("-port") or flag == "--port"]
+    assert len(ports_given) == 2 + len(runner._RAY_PORT_FLAGS)
+    assert len(set(ports_given)) == len(ports_given), ports_given
