@@ -13,7 +13,7 @@ from openrlhf.trainer.ray.launcher import ReferenceModelActor
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 from ..core import ReplayRequest, replay_relevance
-from ..ports import free_port
+from ..ports import held_port
 from .ranks import inject_replay_failure
 from .zero3_sizes import size_strategy_buffers
 
@@ -86,13 +86,32 @@ class ResponseLogitsActor(Actor):
         return (action_log_probs, output) if return_output else action_log_probs
 
 
-class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
+class HeldRendezvousPort:
+    """Rank 0's store port, held bound from the actor's start until its store binds it.
+
+    Upstream chooses the port in ``__init__`` (``self._get_free_port()``) and binds it in ``_setup_distributed``,
+    after the model loads: in between another socket could take it and the store failed with EADDRINUSE (CI).
+    Here the port is drawn outside the kernel's ephemeral range and stays bound until that moment
+    (``mrtpo_openrlhf/ports.py``).
+    """
+
+    _port_holder = None
+
+    def _get_free_port(self) -> int:
+        self._port_holder = held_port()
+        return self._port_holder.getsockname()[1]
+
+    def _setup_distributed(self, strategy):
+        if self._port_holder is not None:
+            self._port_holder.close()
+            self._port_holder = None
+        super()._setup_distributed(strategy)
+
+
+class MRTPOPolicyModelActorBase(HeldRendezvousPort, PolicyModelActor.__ray_actor_class__):
     """Upstream's policy actor plus ``replay_relevance`` (dispatched like ``forward``), with the policy's log-prob
     forwards at the response positions only (``ResponseLogitsActor``) and ZeRO-3 buffers sized from the model
-    (``zero3_sizes.py``), and its group's rendezvous port outside the kernel's ephemeral range
-    (``mrtpo_openrlhf/ports.py``)."""
-
-    _get_free_port = staticmethod(free_port)
+    (``zero3_sizes.py``), and its group's rendezvous port held until its store binds it (``HeldRendezvousPort``)."""
 
     def init_model_from_pretrained(self, strategy, pretrain, *args, **kwargs):
         size_strategy_buffers(strategy, pretrain)
@@ -147,10 +166,8 @@ class MRTPOPolicyModelActorBase(PolicyModelActor.__ray_actor_class__):
         return q
 
 
-class MRTPOReferenceModelActorBase(ReferenceModelActor.__ray_actor_class__):
-    """Upstream's reference actor with its group's rendezvous port outside the kernel's ephemeral range."""
-
-    _get_free_port = staticmethod(free_port)
+class MRTPOReferenceModelActorBase(HeldRendezvousPort, ReferenceModelActor.__ray_actor_class__):
+    """Upstream's reference actor with its group's rendezvous port held until its store binds it."""
 
 
 # Ray forbids subclassing a decorated actor; decorate our subclasses with upstream's resources.

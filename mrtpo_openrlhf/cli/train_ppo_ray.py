@@ -6,7 +6,7 @@ Runs upstream's own ``openrlhf.cli.train_ppo_ray`` entry point with these hooks:
   with its module-level imports (Ray, DeepSpeed, vLLM, transformers: ~6 s) deferred (``preflight_pass``), so a bad
   input stops in about 2 s; ``--preflight-only`` stops after it. Then upstream's module runs for real;
 - ``PolicyModelActor`` becomes ours (adds the ``replay_relevance`` method), and it and ``ReferenceModelActor``
-  take their group's rendezvous port outside the kernel's ephemeral range (``mrtpo_openrlhf/ports.py``);
+  hold their group's rendezvous port until their store binds it (``adapter/actor.py``);
 - ``PPOTrainer`` becomes ours (reward-vector transport, MRTPO experience maker, metrics).
 Every other upstream flag, default and check is untouched.
 """

@@ -1,5 +1,8 @@
 """The actor's replay method on a tiny model equals the core's replay."""
 
+import os
+import socket
+
 import pytest
 import torch
 from openrlhf_fakes import fake_actor
@@ -30,12 +33,33 @@ def test_actor_replay_equals_core(tiny_llama):
     assert actor.actor.training  # train mode restored
 
 
+class _StoreStrategy:
+    """Binds rank 0's store port the way torch's TCPStore does, from the environment upstream's __init__ set."""
+
+    listener = None
+
+    def setup_distributed(self):
+        self.listener = socket.socket()
+        self.listener.bind(("", int(os.environ["MASTER_PORT"])))
+        self.listener.listen()
+
+
 @pytest.mark.parametrize("name", ["MRTPOPolicyModelActorBase", "MRTPOReferenceModelActorBase"])
-def test_upstream_actor_init_takes_our_port(name, monkeypatch):
-    """Upstream's BaseDistributedActor.__init__ asks ``self._get_free_port()`` for rank 0's store port."""
+def test_rank0_store_port_is_held_from_start_until_the_store_binds_it(name, monkeypatch):
+    """Upstream's ``__init__`` asks ``self._get_free_port()``, its ``init_model_from_pretrained`` calls
+    ``self._setup_distributed(strategy)``: in between nothing else can bind the port, then the store can."""
     import mrtpo_openrlhf.adapter.actor as actor_module
 
     for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)
     actor = getattr(actor_module, name)(1, 0, "127.0.0.1", None)
-    assert RAY_WORKER_PORTS_END < actor._master_port < ephemeral_range()[0]
+    port = actor._master_port
+    assert RAY_WORKER_PORTS_END < port < ephemeral_range()[0] and os.environ["MASTER_PORT"] == str(port)
+    with socket.socket() as other, pytest.raises(OSError):
+        other.bind(("", port))  # another process's listener, or a connection, while the model loads
+    strategy = _StoreStrategy()
+    actor._setup_distributed(strategy)
+    try:
+        assert strategy.listener.getsockname()[1] == port and actor.strategy is strategy
+    finally:
+        strategy.listener.close()

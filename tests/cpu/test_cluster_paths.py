@@ -69,11 +69,15 @@ def test_relaunch_of_the_gpu_script_form_resumes_from_its_checkpoint(tmp_path):
         first = subprocess.Popen(command, env=job_env, cwd=tmp_path, **quiet)
         latest = out_dir / "ckpt" / "_actor" / "latest"
         deadline = time.time() + 700
+        job_ids = set()
+        while not job_ids:  # found while the job starts, so that only the stop is left when the checkpoint lands
+            assert first.poll() is None and time.time() < deadline, "the first job ended before it was listed"
+            job_ids = set(re.findall(r"raysubmit_\w+", ray_job("list", address=address)))
+        (job_id,) = job_ids
         # DeepSpeed writes `latest` after the checkpoint's files: stop at once, so that steps are left to resume
         while not (latest.exists() and latest.read_text().strip() == "global_step1"):
             assert first.poll() is None and time.time() < deadline, "the first job ended before its step-1 checkpoint"
             time.sleep(0.1)
-        (job_id,) = set(re.findall(r"raysubmit_\w+", ray_job("list", address=address)))
         ray_job("stop", job_id, address=address)  # a crash or a preemption
         first.wait(timeout=180)
         saved = int(latest.read_text().strip().removeprefix("global_step"))

@@ -5,7 +5,7 @@ import socket
 
 from mrtpo_openrlhf import ports
 from mrtpo_openrlhf.launch import runner
-from mrtpo_openrlhf.ports import RAY_WORKER_PORTS_END, ephemeral_range, free_ports
+from mrtpo_openrlhf.ports import RAY_WORKER_PORTS_END, ephemeral_range, free_ports, held_port
 
 
 class _Scripted(random.Random):
@@ -84,3 +84,21 @@ def test_ray_start_command_gives_every_component_its_own_port(tmp_path):
     ports_given = [int(command[i + 1]) for i, flag in enumerate(command) if flag.endswith("-port") or flag == "--port"]
     assert len(ports_given) == 2 + len(runner._RAY_PORT_FLAGS)
     assert len(set(ports_given)) == len(ports_given), ports_given
+
+
+def test_a_held_port_is_drawn_in_the_range_and_nobody_else_can_bind_it(tmp_path):
+    path = _range_file(tmp_path, 32768, 60999)
+    holder = held_port(rng=random.Random(3), range_file=path)
+    port = holder.getsockname()[1]
+    assert RAY_WORKER_PORTS_END < port < 32768
+    with socket.socket() as other:
+        try:
+            other.bind(("", port))
+            bound = True
+        except OSError:
+            bound = False
+    holder.close()
+    assert not bound
+    with socket.socket() as listener:  # released: the store binds it
+        listener.bind(("", port))
+        listener.listen()
