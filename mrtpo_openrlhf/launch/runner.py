@@ -541,6 +541,7 @@ def run_openrlhf_cpu(
     trace = MemoryTrace(
         workdir / "memory.jsonl",
         lambda: owned_pids([head.pgid] + ([proc.pid] if proc else []), str(head.temp_dir)),
+        own_role="launcher",  # the whole tree: this process holds its imports for the run's length
     )
 
     # Python's default for SIGTERM/SIGHUP is to die at once, skipping every `finally` and leaking the Ray head

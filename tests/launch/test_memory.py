@@ -74,6 +74,22 @@ def test_the_trace_tags_samples_with_the_phase_and_the_summary_finds_the_peak(tm
     assert summary["samples"] == len(rows)
 
 
+def test_the_launcher_counts_itself_once_under_its_own_name(tmp_path):
+    proc = holder("ray::MRTPOPolicyModelActorBase.fit")
+    try:
+        me = os.getpid()
+        # the pids callback may or may not list this process: it is counted once either way
+        for listed in ([proc.pid], [proc.pid, me]):
+            trace = memory.MemoryTrace(None, lambda listed=listed: listed, own_role="launcher")
+            sample = trace.sample()
+            assert set(sample.by_role) == {"MRTPOPolicyModelActorBase", "launcher"}
+            assert sample.by_role["launcher"] == pytest.approx(memory.pss_bytes(me), rel=0.2)
+        assert set(memory.MemoryTrace(None, lambda: [proc.pid, me]).sample().by_role) == {"MRTPOPolicyModelActorBase"}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_the_memory_command_prints_each_phase_and_draws_the_trace(tmp_path, capsys):
     def row(t, phase, step, pss, available, roles):
         return dict(t=t, phase=phase, step=step, pss_gib=pss, available_gib=available, by_role_gib=roles)
