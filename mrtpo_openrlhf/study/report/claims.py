@@ -9,20 +9,20 @@ from ..stats import Paired, area, steps_to
 from .endpoints import LENGTH, Endpoint, compare
 from .plan import planned_seeds
 from .runs import Study, curves, load_null_controls, per_seed
-from .text import _fmt, _interval, _mean, _p, _sd
+from .text import _fmt, _interval, _mean, _p, _sd, _signed
 
 
 def _evidence(p: Paired | None, declared: bool = True) -> str:
     if p is None:
         return "not run"
     if p.n < 2:
-        return f"{p.mean:+.3f} (one seed: no interval; higher in {p.wins}/{p.n})"
+        return f"{_signed(p.mean)} (one seed: no interval; higher in {p.wins}/{p.n})"
     holm_p = f", Holm p {_p(p.p_holm)}" if p.p_holm is not None else ""
     note = "" if declared else "; not declared: unadjusted"
     if p.incomplete:
         note = f"; {p.n} of {p.planned} planned seeds: unadjusted, not judged"
     return (
-        f"{p.mean:+.3f} (95% t-CI {_interval(p.t_low, p.t_high)}, noise floor {_fmt(p.noise)}, sign-flip p "
+        f"{_signed(p.mean)} (95% t-CI {_interval(p.t_low, p.t_high)}, noise floor {_fmt(p.noise)}, sign-flip p "
         f"{_p(p.p_signflip)}{holm_p}, higher in {p.wins}/{p.n} seeds{note})"
     )
 

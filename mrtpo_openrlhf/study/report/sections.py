@@ -25,7 +25,7 @@ from .runs import (
     replaying_arms,
     series,
 )
-from .text import _ci, _fmt, _interval, _mean, _p, _sd
+from .text import _ci, _fmt, _interval, _mean, _p, _sd, _signed
 
 
 def comparison_rows(results: dict[str, Paired], with_holm: bool, alpha: float, with_verdict: bool = True) -> list[str]:
@@ -39,7 +39,7 @@ def comparison_rows(results: dict[str, Paired], with_holm: bool, alpha: float, w
     for label, p in results.items():
         pair, ep = label.split(" | ")
         t_ci = _interval(p.t_low, p.t_high) if p.n > 1 else "–"
-        cells = [pair, ep, str(p.n), f"{p.mean:+.3f}", t_ci, _fmt(p.noise), _fmt(_sd(p)), _p(p.p_signflip)]
+        cells = [pair, ep, str(p.n), _signed(p.mean), t_ci, _fmt(p.noise), _fmt(_sd(p)), _p(p.p_signflip)]
         if with_holm:
             cells.append(_p(p.p_holm))
         if boot:
