@@ -19,11 +19,16 @@ from mrtpo_openrlhf.adapter.ranks import INJECT_ENV, RankFailed, get_ranks, inje
 pytestmark = pytest.mark.timeout(180)
 # Far above a healthy wait (well under a second here), far below a collective's timeout (30-60 minutes).
 PROMPT_S = 30.0
+GCS_CONNECT_ENV = "RAY_gcs_rpc_server_connect_timeout_s"
 
 
 @pytest.fixture(scope="module")
 def tiny_ray():
     temp = tempfile.mkdtemp(prefix="rayff", dir="/tmp")  # short: Ray's socket paths have a length limit
+    # the driver's deadline for reaching the GCS it just started: missed once on a 2-core machine busy with a study
+    # ("Failed to connect to GCS" at setup); Ray reads RAY_<setting> when ray.init configures this process
+    saved = os.environ.get(GCS_CONNECT_ENV)
+    os.environ[GCS_CONNECT_ENV] = "60"
     ray.init(
         address="local", num_cpus=2, object_store_memory=100_000_000, include_dashboard=False, _temp_dir=temp,
         log_to_driver=False,
@@ -54,6 +59,10 @@ def tiny_ray():
     yield ray.remote(num_cpus=0)(Rank)  # 0: the actors of one test never wait for a CPU
     ray.shutdown()
     shutil.rmtree(temp, ignore_errors=True)
+    if saved is None:
+        os.environ.pop(GCS_CONNECT_ENV, None)
+    else:
+        os.environ[GCS_CONNECT_ENV] = saved
 
 
 @pytest.fixture
