@@ -7,7 +7,9 @@ Runs upstream's own ``openrlhf.cli.train_ppo_ray`` entry point with these hooks:
   input stops in about 2 s; ``--preflight-only`` stops after it. Then upstream's module runs for real;
 - ``PolicyModelActor`` becomes ours (adds the ``replay_relevance`` method), and it and ``ReferenceModelActor``
   hold their group's rendezvous port until their store binds it (``adapter/actor.py``);
-- ``PPOTrainer`` becomes ours (reward-vector transport, MRTPO experience maker, metrics).
+- ``PPOTrainer`` becomes ours (reward-vector transport, MRTPO experience maker, metrics); on the CPU layer it runs
+  in this driver process instead of an actor of its own (``cpu/in_process.py``, ``MRTPO_CPU_TRAINER_IN_DRIVER=0``
+  restores the actor).
 Every other upstream flag, default and check is untouched.
 """
 
@@ -32,11 +34,17 @@ def install_upstream_overrides() -> None:
     import openrlhf.trainer.ray.ppo_actor as ppo_actor_module
 
     from ..adapter.actor import MRTPOPolicyModelActor, MRTPOReferenceModelActor
-    from ..adapter.trainer import MRTPOPPOTrainer
+    from ..adapter.trainer import MRTPOPPOTrainer, MRTPOPPOTrainerBase
+    from ..env_flags import cpu_layer_on
 
     ppo_actor_module.PolicyModelActor = MRTPOPolicyModelActor
     launcher_module.ReferenceModelActor = MRTPOReferenceModelActor
     ppo_trainer_module.PPOTrainer = MRTPOPPOTrainer
+    if cpu_layer_on():
+        from ..cpu.in_process import InProcessActor, trainer_in_driver
+
+        if trainer_in_driver():  # one process (a torch runtime, ~0.5 GiB) fewer: docs/cpu.md
+            ppo_trainer_module.PPOTrainer = InProcessActor(MRTPOPPOTrainerBase)
 
 
 def require_device(args) -> None:

