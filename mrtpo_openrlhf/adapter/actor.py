@@ -8,12 +8,12 @@ from typing import Sequence
 import ray
 import torch
 from openrlhf.models import Actor
-from openrlhf.models.utils import log_probs_from_logits
 from openrlhf.trainer.ray.launcher import ReferenceModelActor
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 from ..core import ReplayRequest, replay_relevance
 from ..ports import held_port
+from .log_probs import label_log_probs
 from .ranks import inject_replay_failure
 from .zero3_sizes import size_strategy_buffers
 
@@ -35,10 +35,13 @@ class ResponseLogitsActor(Actor):
     output layer runs from the first column where any row's ``action_mask`` is set (``logits_to_keep``, which
     Hugging Face causal LMs take) to the end: with the embedded default's ~230-token prompts and 96 new tokens,
     a third of the positions, and of the fp32 logits and their gradient (250 MB each per micro-batch of 4 rows of
-    SmolLM2). The values are the same numbers, since the output layer is applied per position; the columns before
-    it are masked and get log-prob 0, as upstream's do after the mask. Any other call (packed samples, entropy,
-    full log-probs, multimodal inputs) goes to upstream unchanged. With ``return_output`` the output's ``logits``
-    are those of the kept positions, (B, K, V), K = A - (first action column) + 1 for an action mask of width A.
+    SmolLM2). The log-probs come from those logits in fp32 position chunks (``log_probs.label_log_probs``), so no
+    fp32 copy of them is kept for the backward pass. The values are the same numbers, since the output layer is
+    applied per position; the columns before it are masked and get log-prob 0, as upstream's do after the mask.
+    Any other call (packed samples, entropy, full log-probs, multimodal inputs) goes to upstream unchanged. With
+    ``return_output`` the output's ``logits`` are those of the kept positions as the model gave them, (B, K, V) in
+    the model's dtype and not divided by the temperature, K = A - (first action column) + 1 for an action mask of
+    width A (upstream's training step reads only the output's ``aux_loss``).
     """
 
     def forward(
@@ -76,12 +79,9 @@ class ResponseLogitsActor(Actor):
         position_ids = attention_mask.long().cumsum(-1) - 1
         position_ids.masked_fill_(attention_mask == 0, 1)
         output = self.model(sequences, attention_mask=attention_mask, position_ids=position_ids, logits_to_keep=keep)
-        output["logits"] = output["logits"].to(torch.float32)
-        if self.temperature != 1.0:
-            output["logits"].div_(self.temperature)
         # position j predicts token j + 1: the first K - 1 of the K kept positions predict the last K - 1 tokens
         targets = sequences[:, sequences.shape[1] - (keep - 1) :]
-        log_probs = log_probs_from_logits(output["logits"][:, :-1], targets)
+        log_probs = label_log_probs(output["logits"][:, :-1], targets, self.temperature)
         action_log_probs = torch.nn.functional.pad(log_probs, (first, 0)) * action_mask.float()
         return (action_log_probs, output) if return_output else action_log_probs
 

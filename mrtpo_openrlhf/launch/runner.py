@@ -136,6 +136,12 @@ def cpu_env(
         MALLOC_MMAP_THRESHOLD_=env.get("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20)),
         RAY_USAGE_STATS_ENABLED="0",
         RAY_DEDUP_LOGS="0",
+        # Ray's idle Python workers (~45 MiB PSS each): none started ahead (the head prestarted 8 as the driver
+        # joined, and with the actors' own ~1 GiB of them at start-up), and each one exits a second after it falls
+        # idle; every actor still gets its own worker (docs/cpu.md)
+        RAY_enable_worker_prestart=env.get("RAY_enable_worker_prestart", "0"),
+        RAY_prestart_worker_first_driver=env.get("RAY_prestart_worker_first_driver", "0"),
+        RAY_num_workers_soft_limit=env.get("RAY_num_workers_soft_limit", "0"),
         PYTHONUNBUFFERED="1",
     )
     env.setdefault("WANDB_MODE", "offline")
@@ -248,6 +254,8 @@ def ray_start_command(
         ray_exe, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
         "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus), "--temp-dir", str(temp_dir),
         "--object-store-memory", str(object_store_mb * 1024 * 1024), "--disable-usage-stats",
+        # no autoscaler monitor (a fixed one-node cluster): a Python process of ~50 MiB PSS (docs/cpu.md)
+        "--no-monitor",
     ]  # fmt: skip
     if dashboard_port is None:
         command += ["--include-dashboard", "false"]

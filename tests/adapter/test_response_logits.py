@@ -65,8 +65,9 @@ def test_return_output_holds_the_kept_positions_logits():
     want, full = upstream(seq, action_mask, attention_mask=attn, return_output=True)
     got, kept = ours(seq, action_mask, attention_mask=attn, return_output=True)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    # as the model gave them (upstream's are divided by the temperature in place)
     assert kept["logits"].shape == (2, RESPONSE + 1, VOCAB) and kept["logits"].dtype == torch.float32
-    torch.testing.assert_close(kept["logits"], full["logits"][:, -(RESPONSE + 1) :], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(kept["logits"] / 0.7, full["logits"][:, -(RESPONSE + 1) :], atol=1e-6, rtol=1e-5)
 
 
 def test_calls_it_does_not_cover_go_to_upstream_unchanged():
