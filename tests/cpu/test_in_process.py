@@ -88,7 +88,12 @@ def test_cli_places_the_trainer(monkeypatch, cpu, switch, in_driver):
     from mrtpo_openrlhf.adapter.trainer import MRTPOPPOTrainer, MRTPOPPOTrainerBase
     from mrtpo_openrlhf.cli.train_ppo_ray import install_upstream_overrides
 
-    monkeypatch.setattr(ppo_trainer, "PPOTrainer", ppo_trainer.PPOTrainer)  # undone after the test
+    ppo_actor = importlib.import_module("openrlhf.trainer.ray.ppo_actor")
+    launcher = importlib.import_module("openrlhf.trainer.ray.launcher")
+    # the module globals install_upstream_overrides rebinds, each put back after the test
+    monkeypatch.setattr(ppo_trainer, "PPOTrainer", ppo_trainer.PPOTrainer)
+    monkeypatch.setattr(ppo_actor, "PolicyModelActor", ppo_actor.PolicyModelActor)
+    monkeypatch.setattr(launcher, "ReferenceModelActor", launcher.ReferenceModelActor)
     install_upstream_overrides()
     placed = ppo_trainer.PPOTrainer
     if in_driver:
