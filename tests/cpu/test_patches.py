@@ -554,7 +554,7 @@ def test_flash_attn_stub_serves_only_the_needed_modules():
 
 
 GLOO_RANK = """
-import json, sys, torch
+import json, os, sys, torch
 from mrtpo_openrlhf.cpu.gloo_sync import GlooWeightSyncGroup
 port, rank = int(sys.argv[1]), int(sys.argv[2])
 group = GlooWeightSyncGroup("127.0.0.1", port, rank, 2)
@@ -564,7 +564,11 @@ strided = (sent + 1).t().contiguous().t() if rank == 0 else torch.zeros(4, 3, dt
 group.broadcast(plain, src=0, stream=None)
 group.broadcast(strided, src=0)  # a non-contiguous view on the receiving side
 group.close()
-print(json.dumps([plain.float().tolist(), strided.float().tolist()]))
+print(json.dumps([plain.float().tolist(), strided.float().tolist()]), flush=True)
+# skip interpreter teardown: under load a rank still aborted there once, after its work was done and the group
+# closed ("terminate called without an active exception": a native thread, of gloo or of the rendezvous store,
+# still joinable in a destructor); training processes never exit that way (the launcher stops them)
+os._exit(0)
 """
 
 
