@@ -5,8 +5,8 @@ the temperature in place and takes ``gather - logsumexp``; autograd then keeps t
 which builds two or three more fp32 (B, P, V) tensors (softmax, the gather's scatter, their sum) before the output
 layer's gradient. For SmolLM2's 49,152-token vocabulary and 4 rows of 160 response tokens that is about 125 MB
 per tensor. ``label_log_probs`` computes the same numbers, position chunk by position chunk, and saves only the
-logits it was given (the model's dtype); its backward recomputes each chunk's softmax and writes the gradient in
-the logits' dtype, so at most one chunk (``CHUNK`` positions x V) is ever in fp32.
+logits it was given (the model's dtype) and their (B, P) logsumexp; its backward rebuilds each chunk's softmax from
+them and writes the gradient in the logits' dtype, so at most one chunk (``CHUNK`` positions x V) is ever in fp32.
 """
 
 from __future__ import annotations
@@ -26,18 +26,19 @@ class _LabelLogProbs(torch.autograd.Function):
     def forward(ctx, logits, labels, temperature, chunk):
         batch, positions, _ = logits.shape
         out = torch.empty(batch, positions, dtype=torch.float32, device=logits.device)
+        lse = torch.empty_like(out)  # kept for the backward: (B, P), small beside the logits
         for b in range(batch):
             for s in range(0, positions, chunk):
                 x = _chunk_fp32(logits[b, s : s + chunk], temperature)
-                picked = x.gather(-1, labels[b, s : s + chunk, None]).squeeze(-1)
-                out[b, s : s + chunk] = picked - torch.logsumexp(x, dim=-1)
-        ctx.save_for_backward(logits, labels)
+                lse[b, s : s + chunk] = torch.logsumexp(x, dim=-1)
+                out[b, s : s + chunk] = x.gather(-1, labels[b, s : s + chunk, None]).squeeze(-1) - lse[b, s : s + chunk]
+        ctx.save_for_backward(logits, labels, lse)
         ctx.temperature, ctx.chunk = temperature, chunk
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        logits, labels = ctx.saved_tensors
+        logits, labels, lse = ctx.saved_tensors
         temperature, chunk = ctx.temperature, ctx.chunk
         grad = torch.empty_like(logits)
         for b in range(logits.shape[0]):
@@ -45,7 +46,7 @@ class _LabelLogProbs(torch.autograd.Function):
                 x = _chunk_fp32(logits[b, s : s + chunk], temperature)
                 g = grad_out[b, s : s + chunk, None]
                 # d(x_label - logsumexp x)/dx = onehot(label) - softmax(x), as autograd builds it for upstream
-                gx = (-g) * torch.exp(x - torch.logsumexp(x, dim=-1, keepdim=True))
+                gx = (-g) * torch.exp(x - lse[b, s : s + chunk, None])
                 gx.scatter_add_(-1, labels[b, s : s + chunk, None], g)
                 if temperature != 1.0:
                     gx.div_(temperature)

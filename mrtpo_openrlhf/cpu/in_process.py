@@ -17,13 +17,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..env_flags import flag_on
+
 SWITCH = "MRTPO_CPU_TRAINER_IN_DRIVER"
 
 
 def trainer_in_driver(environ=None) -> bool:
-    """On unless ``MRTPO_CPU_TRAINER_IN_DRIVER`` is 0/false/no/off (the CPU layer's default)."""
-    value = (os.environ if environ is None else environ).get(SWITCH)
-    return value is None or value.strip().lower() not in ("0", "false", "no", "off", "")
+    """On while ``MRTPO_CPU_TRAINER_IN_DRIVER`` is unset (the CPU layer's default), else read as every switch is."""
+    environ = os.environ if environ is None else environ
+    return SWITCH not in environ or flag_on(SWITCH, environ)
 
 
 def _as_an_actor_would_receive(args: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -136,9 +136,9 @@ def cpu_env(
         MALLOC_MMAP_THRESHOLD_=env.get("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20)),
         RAY_USAGE_STATS_ENABLED="0",
         RAY_DEDUP_LOGS="0",
-        # Ray's idle Python workers (~45 MiB PSS each): none started ahead (the head prestarted 8 as the driver
-        # joined, and with the actors' own ~1 GiB of them at start-up), and each one exits a second after it falls
-        # idle; every actor still gets its own worker (docs/cpu.md)
+        # Ray's idle Python workers (~45 MiB PSS each; up to 1 GiB of them at start-up, 2 kept for the whole run):
+        # none started ahead, and each exits a second after it falls idle; every actor still gets its own worker
+        # (docs/cpu.md, tests/launch/test_ray_head.py)
         RAY_enable_worker_prestart=env.get("RAY_enable_worker_prestart", "0"),
         RAY_prestart_worker_first_driver=env.get("RAY_prestart_worker_first_driver", "0"),
         RAY_num_workers_soft_limit=env.get("RAY_num_workers_soft_limit", "0"),
