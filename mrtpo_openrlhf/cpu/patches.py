@@ -604,6 +604,41 @@ def vllm_uniproc_executor(platform_module: ModuleType) -> None:
     platform.check_and_update_config = classmethod(_mark(check_and_update_config))
 
 
+class _VllmWithEngineInActor:
+    """The ``vllm`` module as upstream's rollout actor sees it, with ``AsyncLLMEngine`` the in-actor engine."""
+
+    def __init__(self, vllm_module: ModuleType):
+        from .vllm_in_actor import InActorEngine
+
+        self._vllm = vllm_module
+        self.AsyncLLMEngine = InActorEngine
+
+    def __getattr__(self, name: str):
+        vllm_module = self.__dict__.get("_vllm")
+        if vllm_module is None:  # while unpickling, before __init__ ran
+            raise AttributeError(name)
+        return getattr(vllm_module, name)
+
+    def __reduce__(self):
+        # Ray pickles the patched actor __init__ by value, with this object among its globals
+        return (_VllmWithEngineInActor, (self._vllm,))
+
+
+def vllm_core_in_actor(module: ModuleType) -> None:
+    """``RolloutRayActor`` builds ``vllm.AsyncLLMEngine``, whose core always runs in a process of its own
+    (``VLLM::EngineCore``, a second copy of torch and vLLM). The actor gets ``cpu/vllm_in_actor.InActorEngine``
+    instead: vLLM's synchronous engine with its core in the actor, behind the same async methods.
+    ``MRTPO_CPU_VLLM_CORE_IN_ACTOR=0`` keeps vLLM's process."""
+    actor = require_attr(module, "RolloutRayActor")
+    init = _ray_actor_class(actor).__ray_actor_class__.__init__
+    require_source(init, r"vllm\.AsyncLLMEngine\.from_engine_args\(engine_args\)", "engine construction")
+    from .vllm_in_actor import core_in_actor
+
+    if not core_in_actor() or isinstance(module.vllm, _VllmWithEngineInActor):
+        return
+    module.vllm = _VllmWithEngineInActor(module.vllm)
+
+
 def _ray_actor_class(actor) -> type:
     """The class Ray instantiates for a ``@ray.remote`` class (its methods are what the actor runs)."""
     modified = getattr(getattr(actor, "__ray_metadata__", None), "modified_class", None)
@@ -653,6 +688,7 @@ PATCHES: List[Patch] = [
         "vLLM dtype is bf16, hard-coded; its CPU KV cache is sized in whole GiB",
     ),
     Patch("vllm_uniproc_executor", "vllm.platforms.cpu", vllm_uniproc_executor, "one more process that imports vLLM"),
+    Patch("vllm_core_in_actor", "openrlhf.trainer.ray.vllm_engine", vllm_core_in_actor, "vLLM's engine core process"),
 ]
 
 _applied: Dict[str, bool] = {}

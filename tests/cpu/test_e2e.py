@@ -110,11 +110,12 @@ def test_mrtpo_really_trains_and_replays_on_the_actor(mrtpo):
     assert any(s["actor_grad_norm"] > 0 for s in steps)
     log = result.log_path.read_text(errors="replace")
     assert "replay_relevance" in log  # dispatched to the actor group like upstream's forward
-    # the model ran inside vLLM's engine core (no spawned VLLM::Worker), and DeepSpeed built no C++ op at start-up
+    # the model and vLLM's engine core ran inside the rollout actor (no VLLM::EngineCore or VLLM::Worker process:
+    # cpu/vllm_in_actor.py), and DeepSpeed built no C++ op at start-up
     # (its shared-memory comm op: 3 GiB of cc1plus); Inductor compiling the JS kernel at the first replay, on a
     # cold cache, is expected
     roles = json.loads((result.workdir / "run.json").read_text())["memory"]["role_peak_gib"]
-    assert "VLLM::EngineCore" in roles and "VLLM::Worker" not in roles, roles
+    assert "RolloutRayActor" in roles and not any(role.startswith("VLLM::") for role in roles), roles
     start_up = [row for row in memory.read_trace(result.workdir / "memory.jsonl") if row["phase"] == "start-up"]
     assert start_up and not any("cc1plus" in row["by_role_gib"] for row in start_up)
     assert "Time to load" not in log and "Building extension module" not in log

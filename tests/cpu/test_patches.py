@@ -93,11 +93,11 @@ def test_patches_fire_on_upstream_import_in_a_fresh_process():
               flag(ww.WorkerWrap.update_weight), flag(pt.BasePPOTrainer.save_logs_and_checkpoints),
               flag(ds.DeepspeedStrategy.__init__), flag(ou.convert_to_torch_dtype),
               flag(ve.RolloutRayActor.__ray_metadata__.modified_class.__init__),
-              NaiveReplayBuffer(4).target_device, hooks.pending_modules())
+              type(ve.vllm).__name__, NaiveReplayBuffer(4).target_device, hooks.pending_modules())
         """,
         {"MRTPO_CPU": "1"},
     )
-    assert out.split()[-11:] == ["True"] * 9 + ["cpu", "[]"]
+    assert out.split()[-12:] == ["True"] * 9 + ["_VllmWithEngineInActor", "cpu", "[]"]
 
 
 def test_apply_is_idempotent():
@@ -761,3 +761,26 @@ def test_update_weight_round_in_fp32():
     assert name == "w" and received.dtype == torch.float32 and torch.equal(received, sent)
     with pytest.raises(ValueError, match="trainer sends torch.bfloat16, vLLM holds torch.float32"):
         worker.update_weight("w", torch.bfloat16, (3,))
+
+
+def test_vllm_core_in_actor_survives_rays_pickling_and_can_be_turned_off():
+    # Ray pickles the rollout actor's patched __init__ by value, with the module's `vllm` among its globals
+    out = run_python(
+        """
+        import ray.cloudpickle as cloudpickle
+        import vllm
+        import openrlhf.trainer.ray.vllm_engine as ve
+        from mrtpo_openrlhf.cpu.vllm_in_actor import InActorEngine
+        back = cloudpickle.loads(cloudpickle.dumps(ve.vllm))
+        print(back.AsyncLLMEngine is InActorEngine, back.AsyncEngineArgs is vllm.AsyncEngineArgs,
+              back.__version__ == vllm.__version__)
+        """,
+        {"MRTPO_CPU": "1"},
+    )
+    assert out.split()[-3:] == ["True"] * 3
+    off = run_python(
+        "import vllm, openrlhf.trainer.ray.vllm_engine as ve\n"
+        "print(ve.vllm is vllm, ve.vllm.AsyncLLMEngine is vllm.AsyncLLMEngine)",
+        {"MRTPO_CPU": "1", "MRTPO_CPU_VLLM_CORE_IN_ACTOR": "0"},
+    )
+    assert off.split()[-2:] == ["True", "True"]
