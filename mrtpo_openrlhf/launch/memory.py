@@ -327,12 +327,13 @@ class RunShape:
 
 # What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
 # embedded default and the tool study's shape with SmolLM2-135M in bf16 (benchmarks/default_memory.py, 2-core AMD
-# EPYC, 2026-12-04; docs/cpu.md): the actor's own peak RSS (VmHWM, in backward) was 3.65 and 3.86 GiB, vLLM's
-# engine core's 1.64 and 1.82 (reloading the synced weights); the driver (with upstream's trainer in it) and the
-# rollout actor peak at start-up (0.74-0.80) and hold the figures below while the actor and vLLM peak; Ray's daemons
-# about 0.4.
-PROCESS_FLOOR_GIB = {"driver": 0.6, "rollout": 0.65, "vllm": 1.1, "ray": 0.4, "actor": 1.1}
+# EPYC, 2026-12-05; docs/cpu.md): the actor's own peak RSS (VmHWM, in backward) was 3.66 and 3.83 GiB, the
+# rollout actor's, with vLLM's engine core in it, 1.76 and 1.94 (reloading the synced weights); the driver
+# (with upstream's trainer in it) peaks at start-up (0.74) and holds the figure below while the actor and vLLM peak;
+# Ray's daemons about 0.4. "vllm" is what vLLM's runtime adds to the rollout actor.
+PROCESS_FLOOR_GIB = {"driver": 0.6, "rollout": 0.65, "vllm": 0.45, "ray": 0.4, "actor": 1.1}
 TRAINER_PROCESS_FLOOR_GIB = 0.6  # upstream's trainer as an actor of its own (MRTPO_CPU_TRAINER_IN_DRIVER=0)
+VLLM_PROCESS_FLOOR_GIB = 0.65  # vLLM's engine core as a process of its own (MRTPO_CPU_VLLM_CORE_IN_ACTOR=0)
 REFERENCE_FLOOR_GIB = 0.9  # a reference model's process: no optimizer, no gradients (not yet measured)
 
 
@@ -348,8 +349,8 @@ def logit_bytes(rows: int, positions: int, vocab: int) -> int:
 
 def estimate_run_bytes(shape: RunShape) -> int:
     """An upper estimate of a CPU run's peak PSS: each process at its own peak, though the actor (training) and vLLM
-    (reloading weights) peak at different times; 6.7 and 6.9 GiB for the two calibration shapes, whose peaks
-    measured 6.4 and 6.7 GiB. Actor: bf16 weights and gradients, fp32 master weights and two fp32 Adam moments (16
+    (reloading weights) peak at different times; 6.0 and 6.3 GiB for the two calibration shapes, whose peaks
+    measured 5.9 and 6.2 GiB. Actor: bf16 weights and gradients, fp32 master weights and two fp32 Adam moments (16
     bytes a parameter; ZeRO-3 steps the optimizer in sub-groups, so no second fp32 copy), and a training
     micro-batch's logits (``logit_bytes``); vLLM: bf16 weights twice (a weight sync reloads them beside the old ones)
     and the KV cache; a reference model: bf16 weights and its logits; every process's floor."""
@@ -358,6 +359,7 @@ def estimate_run_bytes(shape: RunShape) -> int:
     vllm = 4 * shape.params + shape.kv_cache_gib * GIB
     ref = (2 * shape.params + logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
     floors = sum(PROCESS_FLOOR_GIB.values()) + (TRAINER_PROCESS_FLOOR_GIB if shape.trainer_process else 0)
+    floors += VLLM_PROCESS_FLOOR_GIB if shape.vllm_process else 0
     return int(actor + vllm + ref + floors * GIB)
 
 
