@@ -202,9 +202,12 @@ class MemoryTrace:
         me = os.getpid()
         pids = [pid for pid in self.pids() if pid != me] + ([me] if self.own_role else [])
         for pid in pids:
+            # one address space seen through two pids (a vfork child before its exec) is counted once; asked before
+            # the PSS is read, since a child that execs between the two would pass a check made after the read
+            if any(share_address_space(pid, other) for other in counted):
+                continue
             size = pss_bytes(pid)
-            # one address space seen through two pids (a vfork child before its exec) is counted once
-            if size and not any(share_address_space(pid, other) for other in counted):
+            if size:
                 counted.append(pid)
                 role = self.own_role if pid == me else process_role(pid)
                 by_role[role] = by_role.get(role, 0) + size

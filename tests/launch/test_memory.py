@@ -226,6 +226,30 @@ def test_one_address_space_seen_through_two_pids_is_counted_once():
         proc.wait()
 
 
+def test_a_vfork_child_that_execs_right_after_its_pss_is_read_is_not_counted(monkeypatch):
+    """The race seen in a run (a second 2.05 GiB "process" for one sample, beside the actor's 2.05): the child's PSS
+    was read while it still shared the actor's address space, and it had exec'd by the time that was checked."""
+    parent, child = 1001, 1002
+    state = {"shared": True}
+
+    def observe(pid, shared_answer, own_answer):
+        answer = shared_answer if state["shared"] else own_answer
+        if pid == child:
+            state["shared"] = False  # the exec comes right after the first look at the child
+        return answer
+
+    def pss(pid):
+        return 2 * memory.GIB if pid == parent else observe(pid, 2 * memory.GIB, 10 * 2**20)
+
+    monkeypatch.setattr(memory, "pss_bytes", pss)
+    monkeypatch.setattr(memory, "share_address_space", lambda a, b: observe(a, {a, b} == {parent, child}, False))
+    monkeypatch.setattr(memory, "process_role", lambda pid: "actor" if pid == parent else str(pid))
+    monkeypatch.setattr(memory, "peak_rss_bytes", lambda pid: 0)
+    trace = memory.MemoryTrace(None, lambda: [parent, child])
+    assert trace.sample().total == 2 * memory.GIB
+    assert trace.sample().total == 2 * memory.GIB + 10 * 2**20  # exec'd: a process of its own from then on
+
+
 def test_a_peak_between_two_samples_is_kept_by_the_kernels_high_water_mark():
     """A process that touched 300 MB and freed it before the first sample: PSS shows little, VmHWM keeps the peak."""
     code = HOLDER.replace("sys.stdout.write", "del block; import gc; gc.collect(); sys.stdout.write")
