@@ -83,6 +83,14 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
+def start_ticks(pid: int) -> int:
+    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22); 0 if it vanished. A parent
+    always started before its children, whatever their pids (pids wrap around)."""
+    text = _read(f"/proc/{pid}/stat") or ""
+    fields = text[text.rfind(")") + 2 :].split()  # after the command name, which may hold spaces and parentheses
+    return int(fields[19]) if len(fields) > 19 else 0
+
+
 def peak_rss_bytes(pid: int) -> int:
     """The kernel's high-water mark of ``pid``'s resident set (``VmHWM``): its true peak, however short, which a
     1-second PSS sample can miss; RSS, so shared libraries count in full (0 if it vanished)."""
@@ -201,7 +209,9 @@ class MemoryTrace:
         counted: List[int] = []
         me = os.getpid()
         pids = [pid for pid in self.pids() if pid != me] + ([me] if self.own_role else [])
-        for pid in pids:
+        # parents before children: a vfork child is then checked against its counted parent, never the reverse
+        # (after a pid wrap-around a child's pid can be the lower one; it did in a run)
+        for pid in sorted(pids, key=start_ticks):
             # one address space seen through two pids (a vfork child before its exec) is counted once; asked before
             # the PSS is read, since a child that execs between the two would pass a check made after the read
             if any(share_address_space(pid, other) for other in counted):

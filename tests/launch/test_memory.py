@@ -245,9 +245,20 @@ def test_a_vfork_child_that_execs_right_after_its_pss_is_read_is_not_counted(mon
     monkeypatch.setattr(memory, "share_address_space", lambda a, b: observe(a, {a, b} == {parent, child}, False))
     monkeypatch.setattr(memory, "process_role", lambda pid: "actor" if pid == parent else str(pid))
     monkeypatch.setattr(memory, "peak_rss_bytes", lambda pid: 0)
-    trace = memory.MemoryTrace(None, lambda: [parent, child])
+    monkeypatch.setattr(memory, "start_ticks", {parent: 5, child: 9}.get)
+    trace = memory.MemoryTrace(None, lambda: [child, parent])  # the child's pid first, as after a pid wrap-around
     assert trace.sample().total == 2 * memory.GIB
     assert trace.sample().total == 2 * memory.GIB + 10 * 2**20  # exec'd: a process of its own from then on
+
+
+def test_start_ticks_orders_a_parent_before_its_child():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert 0 < memory.start_ticks(os.getpid()) <= memory.start_ticks(child.pid)
+        assert memory.start_ticks(2**22 + 7) == 0  # no such process
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_peak_between_two_samples_is_kept_by_the_kernels_high_water_mark():
