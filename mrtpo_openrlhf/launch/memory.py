@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
+from ..cpu.dtype import ENV_VAR as CPU_DTYPE_ENV
 from ..cpu.in_process import trainer_in_driver
 from ..cpu.vllm_in_actor import core_in_actor
 
@@ -336,6 +337,7 @@ class RunShape:
     reference: bool = False
     trainer_process: bool = False
     vllm_process: bool = False
+    dtype_bytes: int = 2  # bf16; 4 when the CPU layer trains and samples in fp32 (MRTPO_CPU_DTYPE)
 
 
 # What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
@@ -347,17 +349,20 @@ class RunShape:
 PROCESS_FLOOR_GIB = {"driver": 0.6, "rollout": 0.65, "vllm": 0.45, "ray": 0.4, "actor": 1.1}
 TRAINER_PROCESS_FLOOR_GIB = 0.6  # upstream's trainer as an actor of its own (MRTPO_CPU_TRAINER_IN_DRIVER=0)
 VLLM_PROCESS_FLOOR_GIB = 0.65  # vLLM's engine core as a process of its own (MRTPO_CPU_VLLM_CORE_IN_ACTOR=0)
+# fp32 (a CPU without bf16 instructions): the actor's activations and the heap they leave, and vLLM's, in 4 bytes
+# (the embedded default peaked at 7.79 GiB in fp32, actor 4.33 and rollout actor 2.27; 2-core AMD EPYC, 2026-12-05)
+FP32_EXTRA_FLOOR_GIB = 0.6
 REFERENCE_FLOOR_GIB = 0.9  # a reference model's process: no optimizer, no gradients (not yet measured)
 
 
-def logit_bytes(rows: int, positions: int, vocab: int) -> int:
-    """What a training micro-batch's output layer holds at its peak: the logits in the model's dtype (bf16, 2
+def logit_bytes(rows: int, positions: int, vocab: int, dtype_bytes: int = 2) -> int:
+    """What a training micro-batch's output layer holds at its peak: the logits in the model's dtype (bf16: 2
     bytes), their gradient and the gradient of the tensor they were sliced from, and the fp32 chunk of
     ``label_log_probs`` (``adapter/log_probs.py``) with its softmax and gradient."""
     from ..adapter.log_probs import CHUNK
 
     chunk = min(positions, CHUNK)
-    return 3 * 2 * rows * positions * vocab + 3 * 4 * chunk * vocab
+    return 3 * dtype_bytes * rows * positions * vocab + 3 * 4 * chunk * vocab
 
 
 def estimate_run_bytes(shape: RunShape) -> int:
@@ -367,12 +372,15 @@ def estimate_run_bytes(shape: RunShape) -> int:
     bytes a parameter; ZeRO-3 steps the optimizer in sub-groups, so no second fp32 copy), and a training
     micro-batch's logits (``logit_bytes``); vLLM: bf16 weights twice (a weight sync reloads them beside the old ones)
     and the KV cache; a reference model: bf16 weights and its logits; every process's floor."""
-    logits = logit_bytes(shape.train_rows, shape.logit_positions, shape.vocab)
-    actor = 16 * shape.params + logits
-    vllm = 4 * shape.params + shape.kv_cache_gib * GIB
-    ref = (2 * shape.params + logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
+    logits = logit_bytes(shape.train_rows, shape.logit_positions, shape.vocab, shape.dtype_bytes)
+    # weights and gradients in the run's dtype, fp32 master weights and two fp32 Adam moments (DeepSpeed keeps its
+    # fp32 partition beside fp32 weights too)
+    actor = (2 * shape.dtype_bytes + 12) * shape.params + logits
+    vllm = 2 * shape.dtype_bytes * shape.params + shape.kv_cache_gib * GIB
+    ref = (shape.dtype_bytes * shape.params + logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
     floors = sum(PROCESS_FLOOR_GIB.values()) + (TRAINER_PROCESS_FLOOR_GIB if shape.trainer_process else 0)
     floors += VLLM_PROCESS_FLOOR_GIB if shape.vllm_process else 0
+    floors += FP32_EXTRA_FLOOR_GIB if shape.dtype_bytes == 4 else 0
     return int(actor + vllm + ref + floors * GIB)
 
 
@@ -429,6 +437,7 @@ def shape_from_args(args: Sequence[str], env: Dict[str, str]) -> Optional[RunSha
         reference=kl > 0 or "--algo.kl.use_loss" in map(str, args),
         trainer_process=not trainer_in_driver(env),
         vllm_process=not core_in_actor(env),
+        dtype_bytes=4 if env.get(CPU_DTYPE_ENV) == "fp32" else 2,
     )
 
 
