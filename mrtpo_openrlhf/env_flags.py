@@ -13,9 +13,11 @@ GPU_FLAG = "MRTPO_GPU"  # the GPU command line, never the CPU fallback
 ON = ("1", "true", "yes", "on")
 
 
-def flag_on(name: str, environ=None) -> bool:
-    """Whether the switch ``name`` is on in ``environ`` (default: this process's environment)."""
-    return (os.environ if environ is None else environ).get(name, "").strip().lower() in ON
+def flag_on(name: str, environ=None, default: bool = False) -> bool:
+    """Whether the switch ``name`` is on in ``environ`` (default: this process's environment); ``default`` while it
+    is unset (a switch that is on unless turned off)."""
+    value = (os.environ if environ is None else environ).get(name)
+    return default if value is None else value.strip().lower() in ON
 
 
 def cpu_layer_on(environ=None) -> bool:

@@ -14,7 +14,6 @@ MRTPO advantages on small tensors); everything heavy stays in the actors and eng
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..env_flags import flag_on
@@ -24,8 +23,7 @@ SWITCH = "MRTPO_CPU_TRAINER_IN_DRIVER"
 
 def trainer_in_driver(environ=None) -> bool:
     """On while ``MRTPO_CPU_TRAINER_IN_DRIVER`` is unset (the CPU layer's default), else read as every switch is."""
-    environ = os.environ if environ is None else environ
-    return SWITCH not in environ or flag_on(SWITCH, environ)
+    return flag_on(SWITCH, environ, default=True)
 
 
 def _as_an_actor_would_receive(args: tuple, kwargs: dict) -> tuple[tuple, dict]:

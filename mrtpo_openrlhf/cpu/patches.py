@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable, Dict, List
 
+from ..env_flags import flag_on
 from . import hooks
 from .dtype import train_dtype
 from .sync_record import CHECKED_SUFFIX, record_round
@@ -59,10 +60,7 @@ class Patch:
 
 def env_flag(name: str, default: bool = False) -> bool:
     """True for 1/true/yes/on (any case), False for 0/false/no/off/empty; ``default`` when unset."""
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    return flag_on(name, default=default)
 
 
 def require_source(obj, pattern: str, what: str) -> None:

@@ -28,8 +28,7 @@ SWITCH = "MRTPO_CPU_VLLM_CORE_IN_ACTOR"
 
 def core_in_actor(environ=None) -> bool:
     """On while ``MRTPO_CPU_VLLM_CORE_IN_ACTOR`` is unset (the CPU layer's default), else read as every switch is."""
-    environ = os.environ if environ is None else environ
-    return SWITCH not in environ or flag_on(SWITCH, environ)
+    return flag_on(SWITCH, environ, default=True)
 
 
 class InActorEngine:
@@ -49,8 +48,7 @@ class InActorEngine:
         from vllm import envs
 
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        if hasattr(envs, "disable_envs_cache"):  # a cached True would still spawn the core process
-            envs.disable_envs_cache()
+        envs.disable_envs_cache()  # a cached True would still spawn the core process
         engine = vllm.LLMEngine.from_engine_args(engine_args)
         return cls(engine)
 

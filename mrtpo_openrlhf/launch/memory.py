@@ -368,13 +368,12 @@ def logit_bytes(rows: int, positions: int, vocab: int, dtype_bytes: int = 2) -> 
 def estimate_run_bytes(shape: RunShape) -> int:
     """An upper estimate of a CPU run's peak PSS: each process at its own peak, though the actor (training) and vLLM
     (reloading weights) peak at different times; 6.0 and 6.3 GiB for the two calibration shapes, whose peaks
-    measured 5.9 and 6.2 GiB. Actor: bf16 weights and gradients, fp32 master weights and two fp32 Adam moments (16
-    bytes a parameter; ZeRO-3 steps the optimizer in sub-groups, so no second fp32 copy), and a training
-    micro-batch's logits (``logit_bytes``); vLLM: bf16 weights twice (a weight sync reloads them beside the old ones)
-    and the KV cache; a reference model: bf16 weights and its logits; every process's floor."""
+    measured 5.9 and 6.2 GiB (fp32: 7.9 for 7.8). Actor: weights and gradients in the run's dtype, fp32 master
+    weights (DeepSpeed keeps its fp32 partition beside fp32 weights too) and two fp32 Adam moments (16 bytes a
+    parameter in bf16, 20 in fp32; ZeRO-3 steps the optimizer in sub-groups, so no further fp32 copy), and a
+    training micro-batch's logits (``logit_bytes``); vLLM: its weights twice (a weight sync reloads them beside the
+    old ones) and the KV cache; a reference model: its weights and logits; every process's floor."""
     logits = logit_bytes(shape.train_rows, shape.logit_positions, shape.vocab, shape.dtype_bytes)
-    # weights and gradients in the run's dtype, fp32 master weights and two fp32 Adam moments (DeepSpeed keeps its
-    # fp32 partition beside fp32 weights too)
     actor = (2 * shape.dtype_bytes + 12) * shape.params + logits
     vllm = 2 * shape.dtype_bytes * shape.params + shape.kv_cache_gib * GIB
     ref = (shape.dtype_bytes * shape.params + logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
