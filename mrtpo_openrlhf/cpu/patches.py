@@ -541,6 +541,46 @@ def fp32_torch_dtype(utils_module: ModuleType) -> None:
     utils_module.convert_to_torch_dtype = _mark(convert_to_torch_dtype)
 
 
+def zero3_fp32_master_aliases_params(stage3_module: ModuleType) -> None:
+    """fp32 ZeRO-3 keeps a second fp32 copy of every weight on CPU: 4 bytes a parameter (0.5 GiB for SmolLM2-135M).
+
+    ``_create_fp32_partitions`` reuses the parameters' own partition as the fp32 master when it is already fp32 and
+    on the optimizer's device, but tests that with ``tensor.device == self.device``: a ``torch.device`` against the
+    accelerator's device *name* (``"cpu"``), which is never equal, so it clones. Run it with ``self.device`` as a
+    ``torch.device`` (restored after), so the comparison means what it says. The step is the same: AdamW updates the
+    master, and the copy back into the parameters (``_reassign_or_swap_out_partitioned_parameters``) becomes a copy
+    onto itself. bf16 and fp16 runs, and optimizer offload, take their own branches, unchanged.
+    """
+    optimizer_cls = require_attr(stage3_module, "DeepSpeedZeroOptimizer_Stage3")
+    original = optimizer_cls._create_fp32_partitions
+    if _marked(original):
+        return
+    require_source(
+        original,
+        r"self\.fp16_partitioned_groups_flat\[i\]\.device == self\.device",
+        "reuses an fp32 partition on the optimizer's device",
+    )
+    require_source(
+        original,
+        r"self\.fp32_partitioned_groups_flat\.append\(self\.fp16_partitioned_groups_flat\[i\]\)",
+        "the reuse appends the parameters' partition itself",
+    )
+
+    @functools.wraps(original)
+    def _create_fp32_partitions(self):
+        import torch
+
+        device = self.device
+        if isinstance(device, str) and not self.offload_optimizer:
+            self.device = torch.device(device)
+        try:
+            return original(self)
+        finally:
+            self.device = device
+
+    optimizer_cls._create_fp32_partitions = _mark(_create_fp32_partitions)
+
+
 def kv_cache_bytes() -> int | None:
     """MRTPO_CPU_KV_CACHE_MB in bytes, unless VLLM_CPU_KVCACHE_SPACE (whole GiB, vLLM's own) is set."""
     mb = os.environ.get("MRTPO_CPU_KV_CACHE_MB", "")
@@ -679,6 +719,12 @@ PATCHES: List[Patch] = [
     Patch("metrics_jsonl", "openrlhf.trainer.ppo_trainer", metrics_jsonl, "no machine-readable per-step metrics"),
     Patch("fp32_param_dtype", "openrlhf.utils.deepspeed.deepspeed", fp32_param_dtype, "emulated bf16: 70x slower"),
     Patch("fp32_torch_dtype", "openrlhf.utils.utils", fp32_torch_dtype, "convert_to_torch_dtype rejects fp32"),
+    Patch(
+        "zero3_fp32_master_aliases_params",
+        "deepspeed.runtime.zero.stage3",
+        zero3_fp32_master_aliases_params,
+        "fp32 ZeRO-3 clones every weight as its fp32 master (a str/torch.device comparison)",
+    ),
     Patch(
         "fp32_vllm_engine",
         "openrlhf.trainer.ray.vllm_engine",

@@ -350,7 +350,7 @@ PROCESS_FLOOR_GIB = {"driver": 0.6, "rollout": 0.65, "vllm": 0.45, "ray": 0.4, "
 TRAINER_PROCESS_FLOOR_GIB = 0.6  # upstream's trainer as an actor of its own (MRTPO_CPU_TRAINER_IN_DRIVER=0)
 VLLM_PROCESS_FLOOR_GIB = 0.65  # vLLM's engine core as a process of its own (MRTPO_CPU_VLLM_CORE_IN_ACTOR=0)
 # fp32 (a CPU without bf16 instructions): the actor's activations and the heap they leave, and vLLM's, in 4 bytes
-# (the embedded default peaked at 7.79 GiB in fp32, actor 4.33 and rollout actor 2.27; 2-core AMD EPYC, 2026-12-05)
+# (the embedded default peaked at 7.34 GiB in fp32, actor 3.73 and rollout actor 2.44; 2-core AMD EPYC, 2026-12-05)
 FP32_EXTRA_FLOOR_GIB = 0.6
 REFERENCE_FLOOR_GIB = 0.9  # a reference model's process: no optimizer, no gradients (not yet measured)
 
@@ -368,13 +368,15 @@ def logit_bytes(rows: int, positions: int, vocab: int, dtype_bytes: int = 2) -> 
 def estimate_run_bytes(shape: RunShape) -> int:
     """An upper estimate of a CPU run's peak PSS: each process at its own peak, though the actor (training) and vLLM
     (reloading weights) peak at different times; 6.0 and 6.3 GiB for the two calibration shapes, whose peaks
-    measured 5.9 and 6.2 GiB (fp32: 7.9 for 7.8). Actor: weights and gradients in the run's dtype, fp32 master
-    weights (DeepSpeed keeps its fp32 partition beside fp32 weights too) and two fp32 Adam moments (16 bytes a
-    parameter in bf16, 20 in fp32; ZeRO-3 steps the optimizer in sub-groups, so no further fp32 copy), and a
+    measured 5.9 and 6.2 GiB (fp32: 7.4 for 7.3). Actor: weights and gradients in the run's dtype,
+    fp32 master weights unless the weights are fp32 themselves (``zero3_fp32_master_aliases_params``) and two fp32
+    Adam moments (16 bytes a parameter in either dtype; ZeRO-3 steps the optimizer in sub-groups, so no further fp32
+    copy), and a
     training micro-batch's logits (``logit_bytes``); vLLM: its weights twice (a weight sync reloads them beside the
     old ones) and the KV cache; a reference model: its weights and logits; every process's floor."""
     logits = logit_bytes(shape.train_rows, shape.logit_positions, shape.vocab, shape.dtype_bytes)
-    actor = (2 * shape.dtype_bytes + 12) * shape.params + logits
+    master = 0 if shape.dtype_bytes == 4 else 4
+    actor = (2 * shape.dtype_bytes + master + 8) * shape.params + logits
     vllm = 2 * shape.dtype_bytes * shape.params + shape.kv_cache_gib * GIB
     ref = (shape.dtype_bytes * shape.params + logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
     floors = sum(PROCESS_FLOOR_GIB.values()) + (TRAINER_PROCESS_FLOOR_GIB if shape.trainer_process else 0)
