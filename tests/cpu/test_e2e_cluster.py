@@ -42,11 +42,11 @@ def setup(tmp_path_factory):
     return root, model, write_prompt_jsonl(root / "prompts.jsonl", PROMPTS, labels)
 
 
-def flags(setup, name, steps, reward="multi_reward.py", ranks=1, kl=0.0, warmup=0, extra=(), lr=LR):
+def flags(setup, name, steps, reward="multi_reward.py", ranks=1, kl=0.0, warmup=0, extra=(), lr=LR, colocate=True):
     root, model, prompts = setup
     args = cpu_grpo_args(
         model, prompts, HERE / reward, root / name / "ckpt", num_prompts=2 * steps, lr=lr, kl_coef=kl,
-        actor_ranks=ranks, estimator="mrtpo",
+        actor_ranks=ranks, estimator="mrtpo", colocate=colocate,
     )  # fmt: skip
     args += ["--algo.mrtpo.warmup_steps", str(warmup), "--algo.mrtpo.replay_micro_batch_size", "4"]
     return args + ["--ckpt.path", str(root / name / "states"), *extra]
@@ -172,7 +172,7 @@ def test_one_failing_rank_fails_the_step_at_once_naming_it(setup, monkeypatch):
 
 @pytest.fixture(scope="module")
 def kl_loss(setup):
-    return train(setup, "kl-loss", 2, kl=0.05, extra=["--algo.kl.use_loss"])
+    return train(setup, "kl-loss", 2, kl=0.05, extra=["--algo.kl.use_loss"], colocate=False)
 
 
 def test_kl_in_reward_with_colocate_all_and_ema(setup, kl_loss):

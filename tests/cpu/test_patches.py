@@ -86,6 +86,8 @@ def test_patches_fire_on_upstream_import_in_a_fresh_process():
         import openrlhf.trainer.ray.vllm_engine as ve
         from openrlhf.utils import utils as ou
         from openrlhf.trainer.ppo_utils.replay_buffer import NaiveReplayBuffer
+        import deepspeed.runtime.zero.stage3 as s3
+        import vllm.v1.worker.cpu_worker as cw
         from mrtpo_openrlhf.cpu import patches, hooks
         flag = lambda f: getattr(f, patches.MARK, False)
         print(flag(ds.init_device_mesh), flag(ds.DeepspeedStrategy.get_ds_train_config),
@@ -93,11 +95,12 @@ def test_patches_fire_on_upstream_import_in_a_fresh_process():
               flag(ww.WorkerWrap.update_weight), flag(pt.BasePPOTrainer.save_logs_and_checkpoints),
               flag(ds.DeepspeedStrategy.__init__), flag(ou.convert_to_torch_dtype),
               flag(ve.RolloutRayActor.__ray_metadata__.modified_class.__init__),
+              flag(s3.DeepSpeedZeroOptimizer_Stage3._create_fp32_partitions), flag(cw.CPUWorker.sleep),
               type(ve.vllm).__name__, NaiveReplayBuffer(4).target_device, hooks.pending_modules())
         """,
         {"MRTPO_CPU": "1"},
     )
-    assert out.split()[-12:] == ["True"] * 9 + ["_VllmWithEngineInActor", "cpu", "[]"]
+    assert out.split()[-14:] == ["True"] * 11 + ["_VllmWithEngineInActor", "cpu", "[]"]
 
 
 def test_apply_is_idempotent():
@@ -272,12 +275,12 @@ def test_uniproc_patch_fails_loudly_without_the_override():
         patches.vllm_uniproc_executor(module)
 
 
-def test_sleep_modes_turned_off():
+def test_deepspeed_sleep_turned_off_vllm_sleep_kept():
     module = types.ModuleType("fake_utils")
     module.get_strategy = lambda args: (args.vllm.enable_sleep, args.ds.enable_sleep)
-    patches.sleep_modes_off(module)
+    patches.deepspeed_sleep_off(module)
     args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=True), ds=SimpleNamespace(enable_sleep=True))
-    assert module.get_strategy(args) == (False, False)
+    assert module.get_strategy(args) == (True, False)
 
 
 def test_replay_buffer_target_is_cpu_on_real_upstream():
@@ -468,15 +471,16 @@ def test_vllm_engine_dtype_follows_the_choice(monkeypatch, choice, engine_dtype)
 
     seen = []
     module = _fake_vllm_engine_module(seen)
-    patches.fp32_vllm_engine(module)
+    patches.vllm_engine_kwargs(module)
     actor_cls = module.RolloutRayActor.__ray_metadata__.modified_class
     first = actor_cls.__init__
-    patches.fp32_vllm_engine(module)  # idempotent
+    patches.vllm_engine_kwargs(module)  # idempotent
     assert actor_cls.__init__ is first
     monkeypatch.setenv("MRTPO_CPU_DTYPE", choice)
     monkeypatch.delenv("MRTPO_CPU_KV_CACHE_MB", raising=False)
-    asyncio.run(actor_cls.__init__(actor_cls.__new__(actor_cls), model="m", dtype="bfloat16"))
-    assert seen == [{"model": "m", "dtype": engine_dtype}]
+    asyncio.run(actor_cls.__init__(actor_cls.__new__(actor_cls), model="m", dtype="bfloat16", enable_sleep_mode=True))
+    # vLLM's config refuses sleep mode on CPU; the actor's sleep calls still reach the CPU worker
+    assert seen == [{"model": "m", "dtype": engine_dtype, "enable_sleep_mode": False}]
 
 
 @pytest.mark.parametrize(
@@ -487,7 +491,7 @@ def test_vllm_kv_cache_is_sized_in_mib_unless_vllms_own_switch_is_set(monkeypatc
 
     seen = []
     module = _fake_vllm_engine_module(seen)
-    patches.fp32_vllm_engine(module)
+    patches.vllm_engine_kwargs(module)
     actor_cls = module.RolloutRayActor.__ray_metadata__.modified_class
     monkeypatch.setenv("MRTPO_CPU_KV_CACHE_MB", mb)
     if vllm_gib is None:
@@ -517,7 +521,7 @@ def test_vllm_engine_patch_fails_loudly_without_the_hard_coded_dtype():
     module = _fake_vllm_engine_module([])
     module.create_vllm_engines = lambda: {"dtype": "auto"}
     with pytest.raises(patches.UpstreamChanged, match="dtype"):
-        patches.fp32_vllm_engine(module)
+        patches.vllm_engine_kwargs(module)
 
 
 # ---------------------------------------------------------------- flash_attn stub
@@ -631,7 +635,7 @@ class _Group:
         tensor.copy_(self.values.pop(0))
 
 
-def test_update_weight_collects_a_round_then_reloads_and_refreshes(monkeypatch):
+def test_update_weight_loads_a_round_then_refreshes(monkeypatch):
     vocab = pytest.importorskip("vllm.model_executor.layers.vocab_parallel_embedding")
     import openrlhf.trainer.ray.vllm_worker_wrap as ww
 
@@ -718,6 +722,59 @@ def test_update_weight_drops_each_tensor_once_loaded_and_records_the_round(monke
     worker._model_update_group = _Group([torch.ones(1)])
     worker.update_weight("a", torch.float32, (1,), empty_cache=True)
     assert trimmed == [1]  # switched off
+
+
+class _StreamingRunner(_Runner):
+    """Says when each tensor reaches the reload, and can fail at one of them as a broken load would."""
+
+    def __init__(self, model, fail_at=None):
+        import threading
+
+        super().__init__(model)
+        self.seen, self.arrived, self.fail_at = [], threading.Event(), fail_at
+
+    def reload_weights(self, weights_iterator):
+        for name, _ in weights_iterator:
+            if name == self.fail_at:
+                raise RuntimeError("layer could not be repacked")
+            self.seen.append(name)
+            self.arrived.set()
+        self.reloaded.append(list(self.seen))
+
+
+def _streaming_worker(ww, runner, values):
+    worker = ww.WorkerWrap()
+    worker.model_config = SimpleNamespace(dtype=torch.float32)
+    worker.device = torch.device("cpu")
+    worker.model_runner = runner
+    worker._model_update_with_ray = False
+    worker._model_update_group = _Group(values)
+    return worker
+
+
+def test_update_weight_streams_a_round_into_the_reload(monkeypatch):
+    """Each tensor reaches vLLM's reload while the trainer is still sending the rest of the round (a reload that saw
+    nothing before the round's last call would hold the whole round beside the model); the round's last call
+    returns once the reload is done, and a reload that fails fails the sync with its reason."""
+    pytest.importorskip("vllm.model_executor.layers.vocab_parallel_embedding")
+    import openrlhf.trainer.ray.vllm_worker_wrap as ww
+
+    patches.apply()
+    patches.vllm_worker_update_weight(ww)
+    monkeypatch.setattr(patches, "release_freed_heap", lambda: True)
+    runner = _StreamingRunner(torch.nn.Linear(1, 1))
+    worker = _streaming_worker(ww, runner, [torch.ones(1), torch.ones(2)])
+    worker.update_weight("a", torch.float32, (1,), empty_cache=False)
+    assert runner.arrived.wait(timeout=30) and runner.seen == ["a"] and runner.reloaded == []
+    worker.update_weight("b", torch.float32, (2,), empty_cache=True)
+    assert runner.reloaded == [["a", "b"]]
+
+    broken = _StreamingRunner(torch.nn.Linear(1, 1), fail_at="b")
+    worker = _streaming_worker(ww, broken, [torch.ones(1), torch.ones(1), torch.ones(1)])
+    worker.update_weight("a", torch.float32, (1,), empty_cache=False)
+    worker.update_weight("b", torch.float32, (1,), empty_cache=False)
+    with pytest.raises(RuntimeError, match="weight reload failed.*could not be repacked"):
+        worker.update_weight("c", torch.float32, (1,), empty_cache=True)
 
 
 def test_release_freed_heap_returns_memory_to_the_system():

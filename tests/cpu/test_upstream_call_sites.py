@@ -108,7 +108,8 @@ def test_call_site_still_present(module_name, qualname, pattern):
 
 
 def test_cli_reads_enable_sleep_after_get_strategy():
-    """sleep_modes_off flips args.vllm/ds.enable_sleep inside get_strategy: it must run before anything reads them."""
+    """deepspeed_sleep_off flips args.ds.enable_sleep inside get_strategy: it must run before anything reads it; the
+    CLI passes args.vllm.enable_sleep on to the engines, whose sleep frees the KV cache on CPU."""
     text = source("openrlhf.cli.train_ppo_ray", "train")
     assert text.index("get_strategy(args)") < text.index("create_vllm_engines(")
     assert "args.vllm.enable_sleep" in text

@@ -37,3 +37,9 @@ def test_in_actor_engine_generates_what_async_llm_engine_generates(tmp_path):
     assert ours["done_while_paused"] is False and ours["after_resume"] == reference[2]
     assert ours["unfinished_after_cancel"] == 0
     assert len(ours["rpc"]) == 1  # one worker, in this process
+    # sleep frees the KV cache (32 MiB here) until the "kv_cache" tag wakes, which brings it back zeroed
+    assert ours["kv_awake"][0] >= 32 << 20
+    assert ours["kv_asleep"] == [0, True] and ours["sleeping_asleep"] is True
+    assert ours["kv_weights_woken"] == [0, True] and ours["sleeping_weights_woken"] is True
+    assert ours["kv_woken"] == [ours["kv_awake"][0], True] and ours["sleeping_woken"] is False
+    assert ours["tokens_after_sleep"] == reference

@@ -4,11 +4,14 @@ import asyncio
 import json
 import sys
 
+import torch
 import vllm
+import vllm.v1.worker.cpu_worker
 from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
 from vllm.inputs import TokensPrompt
 
+from mrtpo_openrlhf.cpu.patches import kv_cache_storages, vllm_cpu_sleep_frees_kv_cache
 from mrtpo_openrlhf.cpu.vllm_in_actor import InActorEngine
 
 PROMPTS = [[(17 * i + 5 * j) % 900 + 50 for j in range(4 + 3 * i)] for i in range(6)]
@@ -38,6 +41,7 @@ async def all_tokens(engine):
 
 
 async def in_actor_checks(model):
+    vllm_cpu_sleep_frees_kv_cache(vllm.v1.worker.cpu_worker)  # the CPU layer's patch (MRTPO_CPU is off here)
     engine = InActorEngine.from_engine_args(engine_args(model))
     report = {"tokens": await all_tokens(engine), "sleeping": await engine.is_sleeping()}
 
@@ -73,6 +77,24 @@ async def in_actor_checks(model):
 
     report["rpc"] = await engine.collective_rpc(lambda worker: type(worker).__name__)
     await engine.reset_prefix_cache()
+
+    # sleep as upstream's trainer drives it: after a generation, the weights alone woken for the weight sync, then
+    # everything before the next generation; the KV cache is gone in between and comes back zeroed
+    def kv(worker):
+        storages = kv_cache_storages(worker.model_runner)
+        return [sum(s.nbytes() for s in storages), all(bool((torch.tensor(s) == 0).all()) for s in storages)]
+
+    report["kv_awake"] = (await engine.collective_rpc(kv))[0]
+    await engine.sleep(level=1)
+    report["kv_asleep"] = (await engine.collective_rpc(kv))[0]
+    report["sleeping_asleep"] = await engine.is_sleeping()
+    await engine.wake_up(tags=["weights"])
+    report["kv_weights_woken"] = (await engine.collective_rpc(kv))[0]
+    report["sleeping_weights_woken"] = await engine.is_sleeping()
+    await engine.wake_up()
+    report["kv_woken"] = (await engine.collective_rpc(kv))[0]
+    report["sleeping_woken"] = await engine.is_sleeping()
+    report["tokens_after_sleep"] = await all_tokens(engine)
     return report
 
 
