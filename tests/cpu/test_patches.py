@@ -635,7 +635,7 @@ class _Group:
         tensor.copy_(self.values.pop(0))
 
 
-def test_update_weight_loads_a_round_then_refreshes(monkeypatch):
+def test_update_weight_collects_a_round_then_reloads_and_refreshes(monkeypatch):
     vocab = pytest.importorskip("vllm.model_executor.layers.vocab_parallel_embedding")
     import openrlhf.trainer.ray.vllm_worker_wrap as ww
 
@@ -722,59 +722,6 @@ def test_update_weight_drops_each_tensor_once_loaded_and_records_the_round(monke
     worker._model_update_group = _Group([torch.ones(1)])
     worker.update_weight("a", torch.float32, (1,), empty_cache=True)
     assert trimmed == [1]  # switched off
-
-
-class _StreamingRunner(_Runner):
-    """Says when each tensor reaches the reload, and can fail at one of them as a broken load would."""
-
-    def __init__(self, model, fail_at=None):
-        import threading
-
-        super().__init__(model)
-        self.seen, self.arrived, self.fail_at = [], threading.Event(), fail_at
-
-    def reload_weights(self, weights_iterator):
-        for name, _ in weights_iterator:
-            if name == self.fail_at:
-                raise RuntimeError("layer could not be repacked")
-            self.seen.append(name)
-            self.arrived.set()
-        self.reloaded.append(list(self.seen))
-
-
-def _streaming_worker(ww, runner, values):
-    worker = ww.WorkerWrap()
-    worker.model_config = SimpleNamespace(dtype=torch.float32)
-    worker.device = torch.device("cpu")
-    worker.model_runner = runner
-    worker._model_update_with_ray = False
-    worker._model_update_group = _Group(values)
-    return worker
-
-
-def test_update_weight_streams_a_round_into_the_reload(monkeypatch):
-    """Each tensor reaches vLLM's reload while the trainer is still sending the rest of the round (a reload that saw
-    nothing before the round's last call would hold the whole round beside the model); the round's last call
-    returns once the reload is done, and a reload that fails fails the sync with its reason."""
-    pytest.importorskip("vllm.model_executor.layers.vocab_parallel_embedding")
-    import openrlhf.trainer.ray.vllm_worker_wrap as ww
-
-    patches.apply()
-    patches.vllm_worker_update_weight(ww)
-    monkeypatch.setattr(patches, "release_freed_heap", lambda: True)
-    runner = _StreamingRunner(torch.nn.Linear(1, 1))
-    worker = _streaming_worker(ww, runner, [torch.ones(1), torch.ones(2)])
-    worker.update_weight("a", torch.float32, (1,), empty_cache=False)
-    assert runner.arrived.wait(timeout=30) and runner.seen == ["a"] and runner.reloaded == []
-    worker.update_weight("b", torch.float32, (2,), empty_cache=True)
-    assert runner.reloaded == [["a", "b"]]
-
-    broken = _StreamingRunner(torch.nn.Linear(1, 1), fail_at="b")
-    worker = _streaming_worker(ww, broken, [torch.ones(1), torch.ones(1), torch.ones(1)])
-    worker.update_weight("a", torch.float32, (1,), empty_cache=False)
-    worker.update_weight("b", torch.float32, (1,), empty_cache=False)
-    with pytest.raises(RuntimeError, match="weight reload failed.*could not be repacked"):
-        worker.update_weight("c", torch.float32, (1,), empty_cache=True)
 
 
 def test_release_freed_heap_returns_memory_to_the_system():

@@ -296,7 +296,7 @@ def test_the_estimate_bounds_the_measured_peaks_closely():
     measured = (
         (default, 5.75),
         (study, 5.80),
-        # measured at 7cd5635, before vLLM slept without its KV cache and the weight sync was streamed
+        # measured at 7cd5635, before vLLM slept without its KV cache
         (apart(default, vllm_process=True), 6.35),
         (apart(study, vllm_process=True), 6.61),
         (apart(default, dtype_bytes=4, kv_cache_gib=338 / 1024), 6.74),  # fp32: a CPU without bf16 instructions
