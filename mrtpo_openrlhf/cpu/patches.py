@@ -470,27 +470,79 @@ def replay_buffer_on_cpu(module: ModuleType) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 8. vLLM sleep mode off
+# 8. DeepSpeed's sleep frees the gradient buffers
 
 
-def deepspeed_sleep_off(module: ModuleType) -> None:
-    """DeepSpeed's sleep (offloading its states to free GPU memory) has nothing to free on CPU: turn
-    --ds.enable_sleep off before anything reads it. The paper-scale command lines set it (colocate_all), so a CPU
-    head can run them unchanged. ``--vllm.enable_sleep`` stays: on CPU it frees vLLM's KV cache between
-    generations (``vllm_cpu_sleep_frees_kv_cache``)."""
-    original = require_attr(module, "get_strategy")
-    if _marked(original):
+def zero3_gradient_storages(optimizer) -> List:
+    """The storages of a ZeRO-3 optimizer's gradient buffers whose contents are dead between training steps.
+
+    ``grad_partitions_flat_buffer`` holds this rank's fp32 gradient partition (4 bytes a parameter): the first
+    micro-batch of a step copies into it, the optimizer step reads it, nothing else does. The reduce buckets
+    (``ipg_buckets[*].buffer``) stage gradients during the backward only.
+    """
+    tensors = [getattr(optimizer, "grad_partitions_flat_buffer", None)]
+    tensors += [bucket.buffer for bucket in getattr(optimizer, "ipg_buckets", {}).values()]
+    storages, seen = [], set()
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        storage = tensor.untyped_storage()
+        if storage.nbytes() and storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            storages.append(storage)
+    return storages
+
+
+def deepspeed_sleep_frees_grads(module: ModuleType) -> None:
+    """DeepSpeed's sleep (``--ds.enable_sleep``) offloads the actor's ZeRO-3 states to CPU memory between training
+    steps: on CPU that moves nothing, and upstream's helpers end in ``torch.cuda.synchronize()``. On CPU it means
+    what can be freed there: the gradient buffers, whose contents are dead once the optimizer has stepped
+    (``zero3_gradient_storages``: 4 bytes a parameter in fp32), are released (storages resized to 0 bytes, so every
+    view DeepSpeed keeps stays valid), and the heap the training step freed goes back to the system
+    (``release_freed_heap``; ``MRTPO_CPU_ACTOR_TRIM=0`` keeps it). Reloading allocates them again, zeroed, as
+    DeepSpeed did. Weights, fp32 master and Adam moments stay where they are. Upstream's trainer reloads right
+    before the actor's ``fit`` and offloads right after it (and once after loading the model), so the buffers are
+    absent while vLLM generates, while experience is made and while the weights are synced."""
+    offload_original = require_attr(module, "offload_deepspeed_states")
+    reload_original = require_attr(module, "reload_deepspeed_states")
+    if _marked(offload_original):
         return
+    require_source(offload_original, r"model\.optimizer\.offload_states\(", "offloads the ZeRO-3 optimizer's states")
+    require_source(reload_original, r"model\.reload_states\(", "reloads them")
 
-    @functools.wraps(original)
-    def get_strategy(args):
-        ds_args = getattr(args, "ds", None)
-        if ds_args is not None and getattr(ds_args, "enable_sleep", False):
-            print("[mrtpo.cpu] DeepSpeed's sleep has no use on CPU: setting --ds.enable_sleep off", flush=True)
-            ds_args.enable_sleep = False
-        return original(args)
+    def offload_deepspeed_states(model, pin_memory=True, non_blocking=True):
+        import time
 
-    module.get_strategy = _mark(get_strategy)
+        import torch
+
+        optimizer = model.optimizer
+        released = getattr(optimizer, "_mrtpo_released_grads", None) or []
+        for storage in zero3_gradient_storages(optimizer):
+            released.append((storage, storage.nbytes()))
+            storage.resize_(0)
+        optimizer._mrtpo_released_grads = released
+        model.empty_partition_cache()
+        start = time.perf_counter()
+        trimmed = env_flag("MRTPO_CPU_ACTOR_TRIM", default=True) and release_freed_heap()
+        if torch.distributed.is_initialized():
+            torch.distributed.barrier()
+        freed = sum(nbytes for _, nbytes in released) / 2**30
+        trim = f", heap given back in {time.perf_counter() - start:.2f}s" if trimmed else ""
+        print(f"[mrtpo.cpu] DeepSpeed asleep: {freed:.2f} GiB of gradient buffers released{trim}", flush=True)
+
+    def reload_deepspeed_states(model, non_blocking=True):
+        import torch
+
+        optimizer = model.optimizer
+        for storage, nbytes in getattr(optimizer, "_mrtpo_released_grads", None) or []:
+            storage.resize_(nbytes)
+            storage.fill_(0)
+        optimizer._mrtpo_released_grads = []
+        if torch.distributed.is_initialized():
+            torch.distributed.barrier()
+
+    module.offload_deepspeed_states = _mark(functools.wraps(offload_original)(offload_deepspeed_states))
+    module.reload_deepspeed_states = _mark(functools.wraps(reload_original)(reload_deepspeed_states))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -767,7 +819,12 @@ PATCHES: List[Patch] = [
         "cuda buffer; per-tensor load fails on repacked weights; stale tied lm_head",
     ),
     Patch("replay_buffer_on_cpu", "openrlhf.trainer.ppo_utils.replay_buffer", replay_buffer_on_cpu, "cuda device"),
-    Patch("deepspeed_sleep_off", "openrlhf.utils.utils", deepspeed_sleep_off, "DeepSpeed's sleep on CPU"),
+    Patch(
+        "deepspeed_sleep_frees_grads",
+        "openrlhf.utils.deepspeed.deepspeed_utils",
+        deepspeed_sleep_frees_grads,
+        "DeepSpeed's sleep moves nothing on CPU and ends in torch.cuda.synchronize()",
+    ),
     Patch(
         "vllm_cpu_sleep_frees_kv_cache",
         "vllm.v1.worker.cpu_worker",

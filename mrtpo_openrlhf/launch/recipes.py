@@ -30,6 +30,9 @@ def micro_divisor(per_rank: int, limit: Optional[int]) -> int:
     return max(d for d in range(1, limit + 1) if per_rank % d == 0)
 
 
+COLOCATED_SLEEP_FLAGS = ["--train.colocate_all", "--vllm.enable_sleep", "--ds.enable_sleep"]
+
+
 def cpu_grpo_args(
     model: os.PathLike,
     prompts_jsonl: os.PathLike,
@@ -59,9 +62,10 @@ def cpu_grpo_args(
     of the batch not above it (DeepSpeed needs the batch to be a multiple); None: the rank's whole share at once.
     ``gradient_checkpointing``: ``--actor.gradient_checkpointing_enable``, as the GPU script runs.
     ``colocate`` (one actor rank only): the rank and the engine share their fake GPU (``--train.colocate_all``, as
-    the paper-scale scripts run) and vLLM sleeps while the actor trains (``--vllm.enable_sleep``), which on CPU
-    frees its KV cache (``cpu/patches.py``, ``vllm_cpu_sleep_frees_kv_cache``); upstream turns sleep off without
-    colocate_all, and colocate_all needs as many actor ranks as engines.
+    the paper-scale scripts run), vLLM sleeps while the actor trains (``--vllm.enable_sleep``), which on CPU
+    frees its KV cache (``cpu/patches.py``, ``vllm_cpu_sleep_frees_kv_cache``), and DeepSpeed sleeps while vLLM
+    generates (``--ds.enable_sleep``), which on CPU frees the gradient buffers (``deepspeed_sleep_frees_grads``);
+    upstream turns vLLM's sleep off without colocate_all, and colocate_all needs as many actor ranks as engines.
     """
     batch = prompts_per_step * samples_per_prompt
     per_rank = max(1, batch // actor_ranks)
@@ -80,7 +84,7 @@ def cpu_grpo_args(
         "--ref.num_nodes", "1", "--ref.num_gpus_per_node", str(actor_ranks),
         "--vllm.num_engines", "1", "--vllm.tensor_parallel_size", "1", "--vllm.sync_backend", "gloo",
         "--vllm.enforce_eager",
-        *(["--train.colocate_all", "--vllm.enable_sleep"] if colocate and actor_ranks == 1 else []),
+        *(COLOCATED_SLEEP_FLAGS if colocate and actor_ranks == 1 else []),
         "--ds.zero_stage", "3", "--ds.attn_implementation", "sdpa", "--ds.param_dtype", "bf16",
         "--algo.advantage.estimator", estimator, "--algo.kl.init_coef", str(kl_coef),
         "--algo.advantage.is_correction_level", "token",

@@ -275,12 +275,36 @@ def test_uniproc_patch_fails_loudly_without_the_override():
         patches.vllm_uniproc_executor(module)
 
 
-def test_deepspeed_sleep_turned_off_vllm_sleep_kept():
-    module = types.ModuleType("fake_utils")
-    module.get_strategy = lambda args: (args.vllm.enable_sleep, args.ds.enable_sleep)
-    patches.deepspeed_sleep_off(module)
-    args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=True), ds=SimpleNamespace(enable_sleep=True))
-    assert module.get_strategy(args) == (True, False)
+def _fake_ds_utils():
+    module = types.ModuleType("fake_deepspeed_utils")
+    module.offload_deepspeed_states = lambda model, pin_memory=True, non_blocking=True: model.optimizer.offload_states()
+    module.reload_deepspeed_states = lambda model, non_blocking=True: model.reload_states()
+    return module
+
+
+def test_deepspeed_sleep_releases_gradient_buffers_and_restores_them_zeroed(monkeypatch):
+    monkeypatch.setenv("MRTPO_CPU_ACTOR_TRIM", "0")
+    module = _fake_ds_utils()
+    patches.deepspeed_sleep_frees_grads(module)
+    flat = torch.arange(12, dtype=torch.float32)
+    views = [flat.narrow(0, 0, 5), flat.narrow(0, 5, 7)]  # what DeepSpeed keeps per parameter
+    bucket = SimpleNamespace(buffer=torch.ones(4))
+    optimizer = SimpleNamespace(grad_partitions_flat_buffer=flat, ipg_buckets={torch.float32: bucket})
+    model = SimpleNamespace(optimizer=optimizer, empty_partition_cache=lambda: None)
+    module.offload_deepspeed_states(model)
+    assert flat.untyped_storage().nbytes() == 0 and bucket.buffer.untyped_storage().nbytes() == 0
+    module.offload_deepspeed_states(model)  # twice asleep: still one entry per storage
+    module.reload_deepspeed_states(model)
+    assert flat.untyped_storage().nbytes() == 48 and bucket.buffer.untyped_storage().nbytes() == 16
+    views[1].add_(2.0)  # the views write into the restored buffer
+    assert flat.tolist() == [0.0] * 5 + [2.0] * 7 and bucket.buffer.tolist() == [0.0] * 4
+
+
+def test_deepspeed_sleep_patch_refuses_changed_upstream():
+    module = _fake_ds_utils()
+    module.offload_deepspeed_states = lambda model: None
+    with pytest.raises(patches.UpstreamChanged, match="offloads the ZeRO-3"):
+        patches.deepspeed_sleep_frees_grads(module)
 
 
 def test_replay_buffer_target_is_cpu_on_real_upstream():

@@ -107,14 +107,22 @@ def test_call_site_still_present(module_name, qualname, pattern):
     assert re.search(pattern, text), f"{module_name}.{qualname} no longer matches {pattern!r}"
 
 
-def test_cli_reads_enable_sleep_after_get_strategy():
-    """deepspeed_sleep_off flips args.ds.enable_sleep inside get_strategy: it must run before anything reads it; the
-    CLI passes args.vllm.enable_sleep on to the engines, whose sleep frees the KV cache on CPU."""
+def test_sleeps_wrap_the_actors_training_only():
+    """deepspeed_sleep_frees_grads frees the gradient buffers in ``offload_deepspeed_states``: upstream must reload
+    right before the actor's fit and offload right after it (and once after loading), and the actor must look the
+    helpers up in its module (patched when deepspeed_utils is imported, before ppo_actor binds them). The CLI passes
+    args.vllm.enable_sleep on to the engines, whose sleep frees the KV cache on CPU."""
     text = source("openrlhf.cli.train_ppo_ray", "train")
-    assert text.index("get_strategy(args)") < text.index("create_vllm_engines(")
-    assert "args.vllm.enable_sleep" in text
+    assert "args.vllm.enable_sleep" in text and "create_vllm_engines(" in text
     actor_init = source("openrlhf.trainer.ray.ppo_actor", "PolicyModelActor.init_model_from_pretrained")
-    assert "strategy.args.ds.enable_sleep" in actor_init
+    assert "strategy.args.ds.enable_sleep" in actor_init and "offload_deepspeed_states(self.actor.model)" in actor_init
+    fit = source("openrlhf.trainer.ppo_trainer", "BasePPOTrainer.ppo_train")
+    run_sleep = fit[fit.index("def _run_sleep") :] if "def _run_sleep" in fit else ""
+    order = [run_sleep.find('"reload_states"'), run_sleep.find('"fit"'), run_sleep.find('"offload_states"')]
+    assert -1 not in order and order == sorted(order), run_sleep
+    assert "if self.args.ds.enable_sleep:" in fit
+    assert source("openrlhf.trainer.ray.ppo_actor", "PolicyModelActor.reload_states").count("reload_deepspeed_states")
+    assert source("openrlhf.trainer.ray.ppo_actor", "PolicyModelActor.offload_states").count("offload_deepspeed_states")
 
 
 def test_cli_imports_names_the_patches_rebind():

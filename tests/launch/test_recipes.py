@@ -37,10 +37,10 @@ def test_the_embedded_default_trains_in_micro_batches_of_the_cpu_setting(tmp_pat
     assert flag(whole, "--train.micro_batch_size") == "4"
 
 
-def test_one_rank_shares_its_gpu_with_the_engine_and_vllm_sleeps():
+def test_one_rank_shares_its_gpu_with_the_engine_and_both_sleep():
     one = cpu_grpo_args("m", "p.jsonl", "r.py", "o")
-    assert "--train.colocate_all" in one and "--vllm.enable_sleep" in one
+    assert "--train.colocate_all" in one and "--vllm.enable_sleep" in one and "--ds.enable_sleep" in one
     # colocate_all needs as many actor ranks as engines (one): two ranks keep their own GPUs, vLLM awake
     two_ranks = cpu_grpo_args("m", "p.jsonl", "r.py", "o", actor_ranks=2)
     for args in (two_ranks, cpu_grpo_args("m", "p.jsonl", "r.py", "o", colocate=False)):
-        assert "--train.colocate_all" not in args and "--vllm.enable_sleep" not in args
+        assert not {"--train.colocate_all", "--vllm.enable_sleep", "--ds.enable_sleep"} & set(args)
