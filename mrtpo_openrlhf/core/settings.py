@@ -121,12 +121,20 @@ class RunSettings:
     micro_batch_size: int | None = None
     gradient_checkpointing: bool = True
 
+    def micro_batch_for(self, dtype_bytes: int) -> int | None:
+        """``micro_batch_size`` for weights of ``dtype_bytes`` bytes: it is set for 2-byte weights (bf16); in fp32 a
+        micro-batch's activations and logits take twice the bytes, so it holds half as many sequences (at least 1)."""
+        if self.micro_batch_size is None:
+            return None
+        return max(1, self.micro_batch_size * 2 // dtype_bytes)
+
 
 RUN_SETTINGS: dict[str, RunSettings] = {
     # 0.7: at 1.0 the 135M model's samples are mostly noise and no reward varies inside a group.
     # micro-batches of 4: the training forward/backward of all 8 sequences at once held 3.4 GiB of activations on
     # SmolLM2-135M, 4 at a time 1.7 GiB, no slower (benchmarks/default_memory.py; docs/cpu.md). Gradient
-    # checkpointing (as the GPU script): the actor's peak 5.8 -> 4.1 GiB, median step the same (docs/cpu.md)
+    # checkpointing (as the GPU script): the actor's peak 5.8 -> 4.1 GiB, median step the same (docs/cpu.md). In fp32
+    # micro-batches of 2 (``micro_batch_for``): the fp32 default's peak 6.54 -> 6.17 GiB, median step +1%
     "cpu": RunSettings(temperature=0.7, lr=2e-6, prompts_per_step=2, samples_per_prompt=4, micro_batch_size=4),
     "gpu": RunSettings(temperature=1.0, lr=1e-6, prompts_per_step=64, samples_per_prompt=8),
 }

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..core.estimators import ADVANTAGE_ESTIMATORS
 from ..core.settings import DEFAULT_REPLAY_MICRO_BATCH_SIZE, RUN_SETTINGS
+from ..cpu import dtype as cpu_dtype
 from ..cpu.sync_record import check_rounds
 from ..tasks import get_task
 from .recipes import cpu_grpo_args
@@ -42,7 +43,9 @@ def mrtpo_cpu_args(
     seed: int = 42,
 ) -> list[str]:
     """Upstream flags known to run on CPU (``cpu_grpo_args``) plus the MRTPO flags; the task's data, reward file and
-    default max new tokens come from its registry entry (``mrtpo_openrlhf.tasks``)."""
+    default max new tokens come from its registry entry (``mrtpo_openrlhf.tasks``). Micro-batches of
+    ``RUN.micro_batch_size`` sequences in bf16, half as many in fp32 (``$MRTPO_CPU_DTYPE``, resolved here as the
+    launcher resolves it)."""
     spec = get_task(task)
     args = cpu_grpo_args(
         model,
@@ -57,7 +60,7 @@ def mrtpo_cpu_args(
         lr=lr,
         estimator=estimator,
         seed=seed,
-        micro_batch_size=RUN.micro_batch_size,
+        micro_batch_size=RUN.micro_batch_for(cpu_dtype.resolve().bytes),
         gradient_checkpointing=RUN.gradient_checkpointing,
     )
     args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]

