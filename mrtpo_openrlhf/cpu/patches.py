@@ -24,6 +24,8 @@ Switches (environment):
                                     VLLM_CPU_KVCACHE_SPACE, vLLM's own switch in whole GiB, wins when set.
     MRTPO_CPU_TRAINER_IN_DRIVER=0   run upstream's trainer as a Ray actor of its own again (default: in the
                                     driver process, one torch runtime fewer; in_process.py, set by the CLI).
+    MRTPO_CPU_ACTOR_TRIM=0          keep the heap the actor's training step freed when DeepSpeed sleeps (default: given
+                                    back once a step, deepspeed_sleep_frees_grads).
     MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
 """
 
@@ -396,17 +398,23 @@ def refresh_embedding_packs(model) -> int:
     return refreshed
 
 
+def distinct_storages(tensors) -> List:
+    """The distinct, non-empty storages behind ``tensors`` (None entries skipped), in order of first appearance."""
+    storages, seen = [], set()
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        storage = tensor.untyped_storage()
+        if storage.nbytes() and storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            storages.append(storage)
+    return storages
+
+
 def kv_cache_storages(model_runner) -> List:
     """The distinct storages behind a vLLM model runner's KV cache (vLLM allocates one and views it per layer)."""
-    storages, seen = [], set()
-    for cache in getattr(model_runner, "kv_caches", []):
-        tensors = cache if isinstance(cache, (list, tuple)) else [cache]
-        for tensor in tensors:
-            storage = tensor.untyped_storage()
-            if storage.nbytes() and storage.data_ptr() not in seen:
-                seen.add(storage.data_ptr())
-                storages.append(storage)
-    return storages
+    caches = getattr(model_runner, "kv_caches", [])
+    return distinct_storages(t for cache in caches for t in (cache if isinstance(cache, (list, tuple)) else [cache]))
 
 
 def vllm_cpu_sleep_frees_kv_cache(worker_module: ModuleType) -> None:
@@ -482,15 +490,7 @@ def zero3_gradient_storages(optimizer) -> List:
     """
     tensors = [getattr(optimizer, "grad_partitions_flat_buffer", None)]
     tensors += [bucket.buffer for bucket in getattr(optimizer, "ipg_buckets", {}).values()]
-    storages, seen = [], set()
-    for tensor in tensors:
-        if tensor is None:
-            continue
-        storage = tensor.untyped_storage()
-        if storage.nbytes() and storage.data_ptr() not in seen:
-            seen.add(storage.data_ptr())
-            storages.append(storage)
-    return storages
+    return distinct_storages(tensors)
 
 
 def deepspeed_sleep_frees_grads(module: ModuleType) -> None:

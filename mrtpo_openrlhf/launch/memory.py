@@ -371,7 +371,8 @@ def logit_bytes(rows: int, positions: int, vocab: int, dtype_bytes: int = 2) -> 
 def estimate_run_bytes(shape: RunShape) -> int:
     """An upper estimate of a CPU run's peak PSS: each process at its own peak, though the actor (training) and vLLM
     (generating) peak at different times; 6.0 and 6.3 GiB for the two calibration shapes, whose peaks measured 5.75
-    and 5.8 GiB (fp32: 7.4 for 6.7). Actor: weights and gradients in the run's dtype,
+    and 5.8 GiB (fp32: 7.4 for 6.7), before DeepSpeed slept on CPU (with it: 5.8 and 6.0; fp32 6.8 for 6.17).
+    Actor: weights and gradients in the run's dtype,
     fp32 master weights unless the weights are fp32 themselves (``zero3_fp32_master_aliases_params``) and two fp32
     Adam moments (16 bytes a parameter in either dtype; ZeRO-3 steps the optimizer in sub-groups, so no further fp32
     copy), and a training micro-batch's logits (``logit_bytes``); vLLM: its weights twice and the KV cache (an upper

@@ -11,41 +11,23 @@ import deepspeed
 import deepspeed.runtime.zero.stage3 as stage3
 import gloo_ranks
 import torch
+from zero3_tiny import gathered, micro_batch, tiny_engine
 
 from mrtpo_openrlhf.cpu import patches
-
-
-def gathered(model) -> torch.Tensor:
-    params = list(model.parameters())
-    with deepspeed.zero.GatheredParameters(params):
-        return torch.cat([p.detach().flatten().clone() for p in params])
 
 
 def main(mode: str) -> None:
     if mode == "alias":
         patches.zero3_fp32_master_aliases_params(stage3)
     deepspeed.init_distributed(dist_backend="gloo")
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Embedding(50, 24), torch.nn.Linear(24, 40), torch.nn.Linear(40, 50))
-    config = {
-        "train_micro_batch_size_per_gpu": 2,
-        "gradient_accumulation_steps": 1,
-        "gradient_clipping": 1.0,
-        "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, "sub_group_size": 1_000},
-        "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "betas": [0.9, 0.95], "torch_adam": True}},
-    }
-    engine, optimizer, _, _ = deepspeed.initialize(model=model, config=config, model_parameters=model.parameters())
+    engine, optimizer, model = tiny_engine()
     masters, partitions = optimizer.fp32_partitioned_groups_flat, optimizer.fp16_partitioned_groups_flat
     shares = [m.untyped_storage().data_ptr() == p.untyped_storage().data_ptr() for m, p in zip(masters, partitions)]
     before = gathered(model)
     data = torch.Generator().manual_seed(1)
 
     def step() -> None:
-        ids = torch.randint(0, 50, (2, 7), generator=data)
-        logits = engine(ids)
-        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1))
-        engine.backward(loss)
-        engine.step()
+        micro_batch(engine, data)
 
     for _ in range(3):
         step()

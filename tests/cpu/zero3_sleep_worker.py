@@ -12,6 +12,7 @@ import tempfile
 import deepspeed
 import gloo_ranks
 import torch
+from zero3_tiny import gathered, micro_batch, tiny_engine
 
 from mrtpo_openrlhf.cpu import patches
 
@@ -19,37 +20,15 @@ patches.apply()  # the CPU layer as every run has it (openrlhf imports flash_att
 import openrlhf.utils.deepspeed.deepspeed_utils as ds_utils  # noqa: E402
 
 
-def gathered(model) -> torch.Tensor:
-    params = list(model.parameters())
-    with deepspeed.zero.GatheredParameters(params):
-        return torch.cat([p.detach().flatten().clone() for p in params])
-
-
 def main(mode: str) -> None:
     sleep = mode == "sleep"  # "awake" never calls the sleep helpers
     deepspeed.init_distributed(dist_backend="gloo")
     rank = torch.distributed.get_rank()
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Embedding(50, 24), torch.nn.Linear(24, 40), torch.nn.Linear(40, 50))
-    config = {
-        "train_micro_batch_size_per_gpu": 2,
-        "gradient_accumulation_steps": 2,
-        "gradient_clipping": 1.0,
-        "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, "sub_group_size": 1_000},
-        "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "betas": [0.9, 0.95], "torch_adam": True}},
-    }
-    engine, optimizer, _, _ = deepspeed.initialize(model=model, config=config, model_parameters=model.parameters())
+    engine, optimizer, model = tiny_engine(gradient_accumulation_steps=2)
     buffer = optimizer.grad_partitions_flat_buffer.untyped_storage()
     data = torch.Generator().manual_seed(1 + rank)
     probe = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(99))
     asleep_bytes, awake_bytes, logits_asleep = [], [], []
-
-    def micro_batch() -> None:
-        ids = torch.randint(0, 50, (2, 7), generator=data)
-        logits = engine(ids)
-        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1))
-        engine.backward(loss)
-        engine.step()
 
     if sleep:
         ds_utils.offload_deepspeed_states(engine)
@@ -60,8 +39,8 @@ def main(mode: str) -> None:
         if sleep:
             ds_utils.reload_deepspeed_states(engine)
         awake_bytes.append(buffer.nbytes())
-        micro_batch()
-        micro_batch()
+        micro_batch(engine, data)
+        micro_batch(engine, data)
         if sleep:
             ds_utils.offload_deepspeed_states(engine)
     after = gathered(model)
@@ -69,8 +48,8 @@ def main(mode: str) -> None:
         engine.save_checkpoint(ckpt, tag="t")  # asleep on the "sleep" side
         if sleep:
             ds_utils.reload_deepspeed_states(engine)
-        micro_batch()
-        micro_batch()
+        micro_batch(engine, data)
+        micro_batch(engine, data)
         moved_again = bool((gathered(model) != after).any())
         engine.load_checkpoint(ckpt, tag="t")
         restored = gathered(model)
