@@ -500,7 +500,8 @@ def deepspeed_sleep_frees_grads(module: ModuleType) -> None:
     (``zero3_gradient_storages``: 4 bytes a parameter in fp32), are released (storages resized to 0 bytes, so every
     view DeepSpeed keeps stays valid), and the heap the training step freed goes back to the system
     (``release_freed_heap``; ``MRTPO_CPU_ACTOR_TRIM=0`` keeps it). Reloading allocates them again, zeroed, as
-    DeepSpeed did. Weights, fp32 master and Adam moments stay where they are. Upstream's trainer reloads right
+    DeepSpeed did. ZeRO-3 without optimizer offload only (upstream returns early with Adam offloaded). Weights,
+    fp32 master and Adam moments stay where they are. Upstream's trainer reloads right
     before the actor's ``fit`` and offloads right after it (and once after loading the model), so the buffers are
     absent while vLLM generates, while experience is made and while the weights are synced."""
     offload_original = require_attr(module, "offload_deepspeed_states")
@@ -510,11 +511,18 @@ def deepspeed_sleep_frees_grads(module: ModuleType) -> None:
     require_source(offload_original, r"model\.optimizer\.offload_states\(", "offloads the ZeRO-3 optimizer's states")
     require_source(reload_original, r"model\.reload_states\(", "reloads them")
 
+    def releases(model) -> bool:
+        # as upstream: nothing to do with Adam offloaded; other stages keep their buffers (a list per bucket)
+        offload = model.config.get("zero_optimization", {}).get("offload_optimizer", {}) or {}
+        return model.zero_optimization_stage() == 3 and offload.get("device") != "cpu"
+
     def offload_deepspeed_states(model, pin_memory=True, non_blocking=True):
         import time
 
         import torch
 
+        if not releases(model):
+            return
         optimizer = model.optimizer
         released = getattr(optimizer, "_mrtpo_released_grads", None) or []
         for storage in zero3_gradient_storages(optimizer):

@@ -290,7 +290,17 @@ def test_deepspeed_sleep_releases_gradient_buffers_and_restores_them_zeroed(monk
     views = [flat.narrow(0, 0, 5), flat.narrow(0, 5, 7)]  # what DeepSpeed keeps per parameter
     bucket = SimpleNamespace(buffer=torch.ones(4))
     optimizer = SimpleNamespace(grad_partitions_flat_buffer=flat, ipg_buckets={torch.float32: bucket})
-    model = SimpleNamespace(optimizer=optimizer, empty_partition_cache=lambda: None)
+    stage = {"value": 3}
+    model = SimpleNamespace(
+        optimizer=optimizer,
+        empty_partition_cache=lambda: None,
+        zero_optimization_stage=lambda: stage["value"],
+        config={"zero_optimization": {"offload_optimizer": {"device": "none"}}},
+    )
+    stage["value"] = 2  # ZeRO-1/2 keep a list of buffers per bucket: left alone
+    module.offload_deepspeed_states(model)
+    assert flat.untyped_storage().nbytes() == 48
+    stage["value"] = 3
     module.offload_deepspeed_states(model)
     assert flat.untyped_storage().nbytes() == 0 and bucket.buffer.untyped_storage().nbytes() == 0
     module.offload_deepspeed_states(model)  # twice asleep: still one entry per storage
