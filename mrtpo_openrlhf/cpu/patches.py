@@ -24,6 +24,8 @@ Switches (environment):
                                     VLLM_CPU_KVCACHE_SPACE, vLLM's own switch in whole GiB, wins when set.
     MRTPO_CPU_TRAINER_IN_DRIVER=0   run upstream's trainer as a Ray actor of its own again (default: in the
                                     driver process, one torch runtime fewer; in_process.py, set by the CLI).
+    MRTPO_CPU_VLLM_RELEASE_WEIGHTS=0  keep vLLM's packed weights while the actor trains (default: released when a
+                                    train step begins, packed again by its weight sync).
     MRTPO_CPU_ACTOR_TRIM=0          keep the heap the actor's training step freed when DeepSpeed sleeps (default: given
                                     back once a step, deepspeed_sleep_frees_grads).
     MRTPO_CPU_DEBUG=1               print each patch as it is applied (with the process id).
@@ -417,14 +419,61 @@ def kv_cache_storages(model_runner) -> List:
     return distinct_storages(t for cache in caches for t in (cache if isinstance(cache, (list, tuple)) else [cache]))
 
 
-def vllm_cpu_sleep_frees_kv_cache(worker_module: ModuleType) -> None:
+class ReleasedLinear:
+    """What a vLLM-cpu linear layer computes with after its packed weights were released (a level-2 sleep): an error
+    that names the layer, should anything run it before a weight sync re-packs it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(
+            f"vLLM layer {self.name!r} runs without weights: they were released when the engine slept at level 2, "
+            "and no weight sync has loaded them since (a level-2 sleep must be followed by a sync)"
+        )
+
+
+def release_packed_linears(model) -> int:
+    """Drop every ``cpu_linear`` of a vLLM-cpu model: the packed GEMM copy each linear layer computes with.
+
+    vLLM-cpu packs each linear weight for its CPU GEMM (oneDNN, sgl or zentorch handle) and keeps no other copy of
+    it (the parameter is emptied), and packs the vocabulary matrix again for the lm_head (the embedding keeps its
+    ``weight``). A weight reload re-packs every layer it loads (``process_weights_after_loading``) and
+    ``refresh_embedding_packs`` the embedding-type ones, so a full sync round brings them all back; a layer no round
+    reaches raises ``ReleasedLinear``'s error instead of computing with nothing. Returns the number released.
+    """
+    released = 0
+    for name, module in model.named_modules():
+        if callable(getattr(module, "cpu_linear", None)) and not isinstance(module.cpu_linear, ReleasedLinear):
+            module.cpu_linear = ReleasedLinear(name)
+            released += 1
+    return released
+
+
+def released_linears(model) -> List[str]:
+    """The names of the layers whose packed weights are released and not loaded again since."""
+    return [
+        name
+        for name, module in model.named_modules()
+        if isinstance(getattr(module, "cpu_linear", None), ReleasedLinear)
+    ]
+
+
+def vllm_cpu_sleep_frees_memory(worker_module: ModuleType) -> None:
     """vLLM's CPU worker ignores sleep and wake-up (a warning), so ``--vllm.enable_sleep`` cannot free anything on
-    CPU. Sleep there means what it does on a GPU at level 1, as far as CPU memory allows: the KV cache is released
-    (its storage resized to 0 bytes, so every per-layer view of it stays valid) and the weights stay where they are
-    (a GPU would offload them to CPU memory). ``wake_up`` with the "kv_cache" tag (or none) allocates it again,
-    zeroed, as vLLM allocated it. The engine core clears the prefix cache before it sleeps, so no block refers to
-    the freed contents. Upstream's trainer sleeps the engine after each generation and wakes its weights alone for
-    the weight sync, so the cache is absent while the actor trains and while the synced weights are reloaded."""
+    CPU. Sleep there means what it does on a GPU, as far as CPU memory allows:
+
+    * level 1 (upstream's sleep after each generation): the KV cache is released (its storage resized to 0 bytes,
+      so every per-layer view of it stays valid); the weights stay (a GPU would offload them to CPU memory).
+      ``wake_up`` with the "kv_cache" tag (or none) allocates it again, zeroed, as vLLM allocated it. The engine
+      core clears the prefix cache before it sleeps, so no block refers to the freed contents.
+    * level 2 (vLLM: "discard the weights", for an engine whose next weights come from a sync; the CPU layer asks
+      for it when a train step begins, ``vllm_weights_released_for_the_sync``): the packed weights of the linear
+      layers go too (``release_packed_linears``: 4 bytes a parameter in fp32). The sync's reload packs them again;
+      waking the KV cache with a layer still released raises, rather than sampling from nothing.
+
+    Upstream's trainer sleeps the engine after each generation and wakes its weights alone for the weight sync, so
+    the cache is absent while the actor trains and while the synced weights are reloaded."""
     worker_cls = require_attr(worker_module, "CPUWorker")
     require_source(worker_cls.sleep, r"sleep mode is not supported on CPU", "sleep is a no-op on CPU")
     require_source(worker_cls.wake_up, r"sleep mode is not supported on CPU", "wake_up is a no-op on CPU")
@@ -437,11 +486,20 @@ def vllm_cpu_sleep_frees_kv_cache(worker_module: ModuleType) -> None:
             released.append((storage, storage.nbytes()))
             storage.resize_(0)
         self._mrtpo_released_kv = released
+        linears = release_packed_linears(self.model_runner.get_model()) if level >= 2 else 0
         release_freed_heap()
+        if linears:
+            print(f"[mrtpo.cpu] vLLM asleep (level {level}): packed weights of {linears} layers released", flush=True)
 
     def wake_up(self, tags=None) -> None:
         if tags is not None and "kv_cache" not in tags:
-            return  # "weights": they never left
+            return  # "weights": on CPU they never left, or the sync that follows packs them again
+        missing = released_linears(self.model_runner.get_model())
+        if missing:
+            raise RuntimeError(
+                f"vLLM wakes to generate with {len(missing)} layers released at a level-2 sleep and never loaded "
+                f"again (first: {missing[0]}): a level-2 sleep must be followed by a full weight sync"
+            )
         for storage, nbytes in getattr(self, "_mrtpo_released_kv", None) or []:
             storage.resize_(nbytes)
             storage.fill_(0)
@@ -449,6 +507,32 @@ def vllm_cpu_sleep_frees_kv_cache(worker_module: ModuleType) -> None:
 
     worker_cls.sleep = _mark(functools.wraps(worker_cls.sleep)(sleep))
     worker_cls.wake_up = _mark(functools.wraps(worker_cls.wake_up)(wake_up))
+
+
+def vllm_weights_released_for_the_sync(module: ModuleType) -> None:
+    """Every upstream train step ends in a weight sync (``broadcast_to_vllm``), and the engine, asleep since it
+    generated, holds weights nothing reads until then: while experience is made and the actor trains (the run's
+    peak). So a train step begins by putting the engine into a level-2 sleep, which on CPU releases its packed
+    weights (``vllm_cpu_sleep_frees_memory``). Only with ``--vllm.enable_sleep``; not when the sync does not load
+    (``MRTPO_CPU_SKIP_WEIGHT_SYNC=1``) or with ``MRTPO_CPU_VLLM_RELEASE_WEIGHTS=0``."""
+    base_cls = require_attr(module, "BasePPOTrainer")
+    original = base_cls.train_step
+    if _marked(original):
+        return
+    require_source(original, r"self\.broadcast_to_vllm\(\)", "a train step ends in the weight sync")
+    require_attr(module, "batch_vllm_engine_call")
+
+    @functools.wraps(original)
+    def train_step(self, rollout_samples, global_step):
+        release = env_flag("MRTPO_CPU_VLLM_RELEASE_WEIGHTS", default=True) and not env_flag(
+            "MRTPO_CPU_SKIP_WEIGHT_SYNC"
+        )
+        if release and self.vllm_engines and self.args.vllm.enable_sleep:
+            module.batch_vllm_engine_call(self.vllm_engines, "sleep", level=2)
+        return original(self, rollout_samples, global_step)
+
+    base_cls.train_step = _mark(train_step)
+    _rebind_on_ray_actor_classes(module, base_cls, "train_step")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -579,13 +663,17 @@ def metrics_jsonl(module: ModuleType) -> None:
         return original(self, global_step, logs_dict, client_states)
 
     base_cls.save_logs_and_checkpoints = _mark(save_logs_and_checkpoints)
-    # @ray.remote already copied the original method into each actor class (Ray's tracing wrapper,
-    # applied at class-definition time, i.e. before this hook ran): rebind it there too.
+    _rebind_on_ray_actor_classes(module, base_cls, "save_logs_and_checkpoints")
+
+
+def _rebind_on_ray_actor_classes(module: ModuleType, base_cls: type, method: str) -> None:
+    """@ray.remote already copied the original method into each actor class of ``module`` (Ray's tracing wrapper,
+    applied at class-definition time, i.e. before the hook ran): rebind the patched one there too."""
     for actor_class in vars(module).values():
         metadata = getattr(actor_class, "__ray_metadata__", None)
         modified = getattr(metadata, "modified_class", None)
         if isinstance(modified, type) and issubclass(modified, base_cls):
-            modified.save_logs_and_checkpoints = base_cls.save_logs_and_checkpoints
+            setattr(modified, method, getattr(base_cls, method))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -707,7 +795,7 @@ def vllm_engine_kwargs(module: ModuleType) -> None:
       on SmolLM2-135M (23 KiB a token).
     * sleep: vLLM's config refuses ``enable_sleep_mode`` on the CPU platform, so it is turned off for vLLM; the
       actor's sleep and wake-up calls still reach the CPU worker, which frees and restores the KV cache
-      (``vllm_cpu_sleep_frees_kv_cache``).
+      (``vllm_cpu_sleep_frees_memory``).
 
     Rebound on Ray's actor class too: @ray.remote copied the original __init__ into it at class-definition time.
     """
@@ -834,10 +922,16 @@ PATCHES: List[Patch] = [
         "DeepSpeed's sleep moves nothing on CPU and ends in torch.cuda.synchronize()",
     ),
     Patch(
-        "vllm_cpu_sleep_frees_kv_cache",
+        "vllm_cpu_sleep_frees_memory",
         "vllm.v1.worker.cpu_worker",
-        vllm_cpu_sleep_frees_kv_cache,
-        "vLLM's KV cache stays allocated while the actor trains",
+        vllm_cpu_sleep_frees_memory,
+        "vLLM's KV cache and weights stay allocated while the actor trains",
+    ),
+    Patch(
+        "vllm_weights_released_for_the_sync",
+        "openrlhf.trainer.ppo_trainer",
+        vllm_weights_released_for_the_sync,
+        "vLLM holds weights the step's sync replaces while the actor trains",
     ),
     Patch("metrics_jsonl", "openrlhf.trainer.ppo_trainer", metrics_jsonl, "no machine-readable per-step metrics"),
     Patch("fp32_param_dtype", "openrlhf.utils.deepspeed.deepspeed", fp32_param_dtype, "emulated bf16: 70x slower"),

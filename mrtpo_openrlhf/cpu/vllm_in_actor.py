@@ -112,6 +112,11 @@ class InActorEngine:
         self._running.set()
 
     async def sleep(self, level: int = 1) -> None:
+        if level >= 2 and self.engine.is_sleeping():
+            # vLLM's executor ignores a second sleep; a deeper one still reaches the workers (a level-2 sleep on CPU
+            # releases the weights a sync is about to replace: cpu/patches.py, vllm_cpu_sleep_frees_memory)
+            self.engine.collective_rpc("sleep", kwargs={"level": level})
+            return
         self.engine.sleep(level=level)
 
     async def wake_up(self, tags=None) -> None:

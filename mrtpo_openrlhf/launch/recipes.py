@@ -63,7 +63,7 @@ def cpu_grpo_args(
     ``gradient_checkpointing``: ``--actor.gradient_checkpointing_enable``, as the GPU script runs.
     ``colocate`` (one actor rank only): the rank and the engine share their fake GPU (``--train.colocate_all``, as
     the paper-scale scripts run), vLLM sleeps while the actor trains (``--vllm.enable_sleep``), which on CPU
-    frees its KV cache (``cpu/patches.py``, ``vllm_cpu_sleep_frees_kv_cache``), and DeepSpeed sleeps while vLLM
+    frees its KV cache (``cpu/patches.py``, ``vllm_cpu_sleep_frees_memory``), and DeepSpeed sleeps while vLLM
     generates (``--ds.enable_sleep``), which on CPU frees the gradient buffers (``deepspeed_sleep_frees_grads``);
     upstream turns vLLM's sleep off without colocate_all, and colocate_all needs as many actor ranks as engines.
     """

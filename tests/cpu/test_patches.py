@@ -347,6 +347,72 @@ def test_metrics_patch_appends_jsonl(tmp_path, monkeypatch):
     assert read_metrics(path) == [{"step": 2, "loss": 0.5}, {"step": 4, "loss": 0.5}]
 
 
+def _fake_ppo_trainer_module(calls):
+    class BasePPOTrainer:
+        def train_step(self, rollout_samples, global_step):
+            calls.append(("train_step", global_step))
+            self.broadcast_to_vllm()  # every step ends in the weight sync
+            return {}, global_step + 1
+
+        def broadcast_to_vllm(self):
+            calls.append(("sync",))
+
+    module = types.ModuleType("fake_ppo_trainer")
+    module.BasePPOTrainer = BasePPOTrainer
+    module.batch_vllm_engine_call = lambda engines, method, *args, **kwargs: calls.append((method, kwargs))
+    return module
+
+
+@pytest.mark.parametrize(
+    "enable_sleep, env, released",
+    [
+        (True, {}, True),
+        (False, {}, False),  # awake engine: nothing sleeps
+        (True, {"MRTPO_CPU_SKIP_WEIGHT_SYNC": "1"}, False),  # the sync would not load: keep them
+        (True, {"MRTPO_CPU_VLLM_RELEASE_WEIGHTS": "0"}, False),
+    ],
+)
+def test_a_train_step_releases_vllms_weights_before_its_sync(monkeypatch, enable_sleep, env, released):
+    for name in ("MRTPO_CPU_SKIP_WEIGHT_SYNC", "MRTPO_CPU_VLLM_RELEASE_WEIGHTS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    calls = []
+    module = _fake_ppo_trainer_module(calls)
+    patches.vllm_weights_released_for_the_sync(module)
+    patches.vllm_weights_released_for_the_sync(module)  # idempotent
+    trainer = module.BasePPOTrainer()
+    trainer.vllm_engines = ["engine"]
+    trainer.args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=enable_sleep))
+    assert trainer.train_step([], 3) == ({}, 4)
+    want = [("sleep", {"level": 2})] if released else []
+    assert calls == want + [("train_step", 3), ("sync",)]
+
+
+def test_weight_release_refuses_a_train_step_without_the_sync():
+    module = _fake_ppo_trainer_module([])
+    module.BasePPOTrainer.train_step = lambda self, rollout_samples, global_step: ({}, global_step + 1)
+    with pytest.raises(patches.UpstreamChanged, match="ends in the weight sync"):
+        patches.vllm_weights_released_for_the_sync(module)
+
+
+def test_released_linears_raise_until_packed_again():
+    class Linear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cpu_linear = lambda x, weight, bias: x * 2
+
+    model = torch.nn.Sequential(Linear(), torch.nn.Sequential(Linear()), torch.nn.ReLU())
+    assert patches.released_linears(model) == []
+    assert patches.release_packed_linears(model) == 2
+    assert patches.release_packed_linears(model) == 0  # already released
+    assert patches.released_linears(model) == ["0", "1.0"]
+    with pytest.raises(RuntimeError, match="'1.0' runs without weights"):
+        model[1][0].cpu_linear(torch.ones(1), None, None)
+    model[0].cpu_linear = lambda x, weight, bias: x  # what a reload's process_weights_after_loading does
+    assert patches.released_linears(model) == ["1.0"]
+
+
 def test_metrics_helpers(tmp_path):
     assert numeric_metrics({"a": 1, "b": True, "c": "x", "d": torch.tensor([2.0]), "e": float("nan")})["d"] == 2.0
     path = tmp_path / "m.jsonl"

@@ -125,6 +125,20 @@ def test_sleeps_wrap_the_actors_training_only():
     assert source("openrlhf.trainer.ray.ppo_actor", "PolicyModelActor.offload_states").count("offload_deepspeed_states")
 
 
+def test_every_train_step_ends_in_the_weight_sync():
+    """vllm_weights_released_for_the_sync releases vLLM's packed weights when a train step begins: upstream's step
+    must end in the sync on every path (no return before it), the experience maker must not use the engines, and
+    the trainer must sleep vLLM after each generation (so level 2 finds it asleep: the deeper sleep then reaches
+    the worker alone, cpu/vllm_in_actor.py)."""
+    step = source("openrlhf.trainer.ppo_trainer", "BasePPOTrainer.train_step")
+    sync = step.index("self.broadcast_to_vllm()")
+    assert "return" not in step[:sync] and "if self.vllm_engines is not None:" in step[:sync]
+    assert "vllm" not in source("openrlhf.trainer.ppo_utils.experience_maker", "RemoteExperienceMaker").lower()
+    generate = source("openrlhf.trainer.ppo_utils.samples_generator", "SamplesGenerator.generate_samples")
+    wake, sleep = generate.find('"wake_up"'), generate.find('"sleep"')
+    assert -1 < wake < generate.find("self._generate_vllm(") < sleep, generate
+
+
 def test_cli_imports_names_the_patches_rebind():
     """The patches rebind module globals; these are the names the consumers look up at call time."""
     ppo_actor = importlib.import_module("openrlhf.trainer.ray.ppo_actor")

@@ -43,3 +43,9 @@ def test_in_actor_engine_generates_what_async_llm_engine_generates(tmp_path):
     assert ours["kv_weights_woken"] == [0, True] and ours["sleeping_weights_woken"] is True
     assert ours["kv_woken"] == [ours["kv_awake"][0], True] and ours["sleeping_woken"] is False
     assert ours["tokens_after_sleep"] == reference
+    # level 2 releases the packed weights of every linear layer (qkv, o, gate_up, down per block, the lm_head);
+    # the KV cache cannot wake before a sync packs them again, and after a full round the tokens are the same
+    assert ours["released_asleep"] >= 5
+    assert "a level-2 sleep must be followed by a full weight sync" in ours["woken_unsynced"]
+    assert ours["released_synced"] == 0 and ours["sleeping_synced"] is False
+    assert ours["tokens_after_release"] == reference

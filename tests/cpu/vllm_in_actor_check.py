@@ -7,11 +7,17 @@ import sys
 import torch
 import vllm
 import vllm.v1.worker.cpu_worker
+from safetensors.torch import load_file
 from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
 from vllm.inputs import TokensPrompt
 
-from mrtpo_openrlhf.cpu.patches import kv_cache_storages, vllm_cpu_sleep_frees_kv_cache
+from mrtpo_openrlhf.cpu.patches import (
+    kv_cache_storages,
+    load_weight_round,
+    released_linears,
+    vllm_cpu_sleep_frees_memory,
+)
 from mrtpo_openrlhf.cpu.vllm_in_actor import InActorEngine
 
 PROMPTS = [[(17 * i + 5 * j) % 900 + 50 for j in range(4 + 3 * i)] for i in range(6)]
@@ -41,7 +47,7 @@ async def all_tokens(engine):
 
 
 async def in_actor_checks(model):
-    vllm_cpu_sleep_frees_kv_cache(vllm.v1.worker.cpu_worker)  # the CPU layer's patch (MRTPO_CPU is off here)
+    vllm_cpu_sleep_frees_memory(vllm.v1.worker.cpu_worker)  # the CPU layer's patch (MRTPO_CPU is off here)
     engine = InActorEngine.from_engine_args(engine_args(model))
     report = {"tokens": await all_tokens(engine), "sleeping": await engine.is_sleeping()}
 
@@ -95,6 +101,29 @@ async def in_actor_checks(model):
     report["kv_woken"] = (await engine.collective_rpc(kv))[0]
     report["sleeping_woken"] = await engine.is_sleeping()
     report["tokens_after_sleep"] = await all_tokens(engine)
+
+    # level 2, as the CPU layer drives it at a train step's start: the engine sleeps after its generation, then a
+    # deeper sleep releases the packed weights; waking to generate before a sync refuses, a full round restores them
+    def released(worker):
+        return released_linears(worker.model_runner.get_model())
+
+    def sync_round(worker):
+        load_weight_round(worker, list(load_file(f"{model}/model.safetensors").items()))
+
+    await engine.sleep(level=1)
+    await engine.sleep(level=2)
+    report["released_asleep"] = len((await engine.collective_rpc(released))[0])
+    try:
+        await engine.wake_up(tags=["kv_cache"])
+        report["woken_unsynced"] = "woke"
+    except RuntimeError as error:
+        report["woken_unsynced"] = str(error)
+    await engine.wake_up(tags=["weights"])
+    await engine.collective_rpc(sync_round)
+    report["released_synced"] = len((await engine.collective_rpc(released))[0])
+    await engine.wake_up()
+    report["sleeping_synced"] = await engine.is_sleeping()
+    report["tokens_after_release"] = await all_tokens(engine)
     return report
 
 
