@@ -509,12 +509,28 @@ def vllm_cpu_sleep_frees_memory(worker_module: ModuleType) -> None:
     worker_cls.wake_up = _mark(functools.wraps(worker_cls.wake_up)(wake_up))
 
 
+RELEASE_WEIGHTS_SWITCH = "MRTPO_CPU_VLLM_RELEASE_WEIGHTS"
+
+
+def releases_vllm_weights(environ=None) -> bool:
+    """Whether a sleeping engine gives its weights up for each train step (``vllm_weights_released_for_the_sync``):
+    on unless ``MRTPO_CPU_VLLM_RELEASE_WEIGHTS`` is off, the sync does not load (``MRTPO_CPU_SKIP_WEIGHT_SYNC``) or
+    vLLM's engine core runs in a process of its own (``MRTPO_CPU_VLLM_CORE_IN_ACTOR=0``: the deeper sleep never
+    reaches its worker)."""
+    from .vllm_in_actor import core_in_actor
+
+    return (
+        flag_on(RELEASE_WEIGHTS_SWITCH, environ, default=True)
+        and not flag_on("MRTPO_CPU_SKIP_WEIGHT_SYNC", environ)
+        and core_in_actor(environ)
+    )
+
+
 def vllm_weights_released_for_the_sync(module: ModuleType) -> None:
     """Every upstream train step ends in a weight sync (``broadcast_to_vllm``), and the engine, asleep since it
     generated, holds weights nothing reads until then: while experience is made and the actor trains (the run's
     peak). So a train step begins by putting the engine into a level-2 sleep, which on CPU releases its packed
-    weights (``vllm_cpu_sleep_frees_memory``). Only with ``--vllm.enable_sleep``; not when the sync does not load
-    (``MRTPO_CPU_SKIP_WEIGHT_SYNC=1``) or with ``MRTPO_CPU_VLLM_RELEASE_WEIGHTS=0``."""
+    weights (``vllm_cpu_sleep_frees_memory``). Only with ``--vllm.enable_sleep`` and ``releases_vllm_weights()``."""
     base_cls = require_attr(module, "BasePPOTrainer")
     original = base_cls.train_step
     if _marked(original):
@@ -524,10 +540,7 @@ def vllm_weights_released_for_the_sync(module: ModuleType) -> None:
 
     @functools.wraps(original)
     def train_step(self, rollout_samples, global_step):
-        release = env_flag("MRTPO_CPU_VLLM_RELEASE_WEIGHTS", default=True) and not env_flag(
-            "MRTPO_CPU_SKIP_WEIGHT_SYNC"
-        )
-        if release and self.vllm_engines and self.args.vllm.enable_sleep:
+        if releases_vllm_weights() and self.vllm_engines and self.args.vllm.enable_sleep:
             module.batch_vllm_engine_call(self.vllm_engines, "sleep", level=2)
         return original(self, rollout_samples, global_step)
 

@@ -31,6 +31,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from ..cpu.dtype import ENV_VAR as CPU_DTYPE_ENV
 from ..cpu.in_process import trainer_in_driver
+from ..cpu.patches import releases_vllm_weights
 from ..cpu.vllm_in_actor import core_in_actor
 
 GIB = 2**30
@@ -328,7 +329,8 @@ class RunShape:
     upstream's trainer runs as a Ray actor of its own (``MRTPO_CPU_TRAINER_IN_DRIVER=0``), not in the driver;
     ``vllm_process``: vLLM's engine core runs in a process of its own (``MRTPO_CPU_VLLM_CORE_IN_ACTOR=0``), not in
     the rollout actor; ``deepspeed_sleeps``: the actor releases its gradients between training steps
-    (``--ds.enable_sleep``, ``deepspeed_sleep_frees_grads``)."""
+    (``--ds.enable_sleep``, ``deepspeed_sleep_frees_grads``); ``vllm_releases_weights``: vLLM gives its weights up
+    while the actor trains (``--vllm.enable_sleep`` and ``releases_vllm_weights``)."""
 
     params: int
     vocab: int
@@ -340,6 +342,7 @@ class RunShape:
     vllm_process: bool = False
     dtype_bytes: int = 2  # bf16; 4 when the CPU layer trains and samples in fp32 (MRTPO_CPU_DTYPE)
     deepspeed_sleeps: bool = False
+    vllm_releases_weights: bool = False
 
 
 # What each process of a CPU run holds apart from what the estimate counts for its model, in GiB, calibrated on the
@@ -353,8 +356,9 @@ PROCESS_FLOOR_GIB = {"driver": 0.6, "rollout": 0.65, "vllm": 0.45, "ray": 0.4, "
 TRAINER_PROCESS_FLOOR_GIB = 0.6  # upstream's trainer as an actor of its own (MRTPO_CPU_TRAINER_IN_DRIVER=0)
 VLLM_PROCESS_FLOOR_GIB = 0.65  # vLLM's engine core as a process of its own (MRTPO_CPU_VLLM_CORE_IN_ACTOR=0)
 # fp32 (a CPU without bf16 instructions): the actor's activations and the heap they leave, and vLLM's, in 4 bytes
-# (the embedded default peaked at 6.74 GiB in fp32, actor 3.65 and rollout actor 1.91; 2-core AMD EPYC, 2026-12-05)
-FP32_EXTRA_FLOOR_GIB = 0.6
+# (the embedded default peaked at 6.74 GiB in fp32, actor 3.65 and rollout actor 1.91; 2-core AMD EPYC, 2026-12-05);
+# 0.5 fits the five fp32 peaks measured since (6.74 to 5.41 GiB, test_the_estimate_bounds_the_measured_peaks_closely)
+FP32_EXTRA_FLOOR_GIB = 0.5
 REFERENCE_FLOOR_GIB = 0.9  # a reference model's process: no optimizer, no gradients (not yet measured)
 
 
@@ -371,7 +375,7 @@ def logit_bytes(rows: int, positions: int, vocab: int, dtype_bytes: int = 2) -> 
 def estimate_run_bytes(shape: RunShape) -> int:
     """An upper estimate of a CPU run's peak PSS: each process at its own peak, though the actor (training) and vLLM
     (generating) peak at different times; 6.0 and 6.3 GiB for the two calibration shapes, whose peaks measured 5.75
-    and 5.8 GiB (fp32: 7.4 for 6.7), before DeepSpeed slept on CPU (with it: 5.8 and 6.0; fp32 6.8 for 6.17).
+    and 5.8 GiB (fp32: 7.3 for 6.74), before DeepSpeed slept on CPU (with it: 5.8 and 6.0; fp32 6.7 for 6.17).
     Actor: weights and gradients in the run's dtype,
     fp32 master weights unless the weights are fp32 themselves (``zero3_fp32_master_aliases_params``) and two fp32
     Adam moments (16 bytes a parameter in either dtype; ZeRO-3 steps the optimizer in sub-groups, so no further fp32
@@ -379,12 +383,15 @@ def estimate_run_bytes(shape: RunShape) -> int:
     bound: vLLM sleeps without its cache while the actor trains, and the run then peaks while the actor trains or
     while vLLM generates); when DeepSpeed sleeps, the actor's gradients and vLLM's second copy (made while it
     reloads the synced weights, with the actor asleep) are never held together, so only one of them counts (the fp32
-    default with micro-batches of 2 peaked at 6.17 GiB: 6.8 estimated); a reference model: its weights and logits;
-    every process's floor."""
+    default with micro-batches of 2 peaked at 6.17 GiB: 6.7 estimated); when vLLM also gives its weights up while
+    the actor trains, none counts: it holds them (twice while it reloads the sync) only with the actor asleep, which
+    has given back its gradients and its training heap, more than one copy (the fp32 default: 1.2 GiB, and a peak of
+    5.41 GiB for 6.2 estimated); a reference model: its weights and logits; every process's floor."""
     logits = logit_bytes(shape.train_rows, shape.logit_positions, shape.vocab, shape.dtype_bytes)
     master = 0 if shape.dtype_bytes == 4 else 4
     actor = (2 * shape.dtype_bytes + master + 8) * shape.params + logits
-    vllm = (1 if shape.deepspeed_sleeps else 2) * shape.dtype_bytes * shape.params + shape.kv_cache_gib * GIB
+    copies = (0 if shape.vllm_releases_weights else 1) if shape.deepspeed_sleeps else 2
+    vllm = copies * shape.dtype_bytes * shape.params + shape.kv_cache_gib * GIB
     ref = (shape.dtype_bytes * shape.params + logits + REFERENCE_FLOOR_GIB * GIB) if shape.reference else 0
     floors = sum(PROCESS_FLOOR_GIB.values()) + (TRAINER_PROCESS_FLOOR_GIB if shape.trainer_process else 0)
     floors += VLLM_PROCESS_FLOOR_GIB if shape.vllm_process else 0
@@ -447,6 +454,7 @@ def shape_from_args(args: Sequence[str], env: Dict[str, str]) -> Optional[RunSha
         vllm_process=not core_in_actor(env),
         dtype_bytes=4 if env.get(CPU_DTYPE_ENV) == "fp32" else 2,
         deepspeed_sleeps="--ds.enable_sleep" in map(str, args),
+        vllm_releases_weights="--vllm.enable_sleep" in map(str, args) and releases_vllm_weights(env),
     )
 
 

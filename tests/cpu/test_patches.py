@@ -370,10 +370,11 @@ def _fake_ppo_trainer_module(calls):
         (False, {}, False),  # awake engine: nothing sleeps
         (True, {"MRTPO_CPU_SKIP_WEIGHT_SYNC": "1"}, False),  # the sync would not load: keep them
         (True, {"MRTPO_CPU_VLLM_RELEASE_WEIGHTS": "0"}, False),
+        (True, {"MRTPO_CPU_VLLM_CORE_IN_ACTOR": "0"}, False),  # vLLM's own engine process: level 2 never arrives
     ],
 )
 def test_a_train_step_releases_vllms_weights_before_its_sync(monkeypatch, enable_sleep, env, released):
-    for name in ("MRTPO_CPU_SKIP_WEIGHT_SYNC", "MRTPO_CPU_VLLM_RELEASE_WEIGHTS"):
+    for name in ("MRTPO_CPU_SKIP_WEIGHT_SYNC", "MRTPO_CPU_VLLM_RELEASE_WEIGHTS", "MRTPO_CPU_VLLM_CORE_IN_ACTOR"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

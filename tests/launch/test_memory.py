@@ -148,6 +148,16 @@ def test_shape_counts_the_models_parameters_from_its_files(tmp_path):
     asleep = memory.shape_from_args(flags + ["--ds.enable_sleep"], {"MRTPO_CPU_KV_CACHE_MB": "256"})
     assert asleep.deepspeed_sleeps and not less.deepspeed_sleeps
     assert memory.estimate_run_bytes(less) - memory.estimate_run_bytes(asleep) == 2 * shape.params
+    # and vLLM asleep too, giving its weights up while the actor trains: neither copy counts; not when the weight
+    # sync does not load, when the switch is off, or when vLLM's core runs apart (the deeper sleep never reaches it)
+    both = flags + ["--ds.enable_sleep", "--vllm.enable_sleep"]
+    released = memory.shape_from_args(both, {"MRTPO_CPU_KV_CACHE_MB": "256"})
+    assert released.vllm_releases_weights
+    assert memory.estimate_run_bytes(asleep) - memory.estimate_run_bytes(released) == 2 * shape.params
+    assert not memory.shape_from_args(flags + ["--ds.enable_sleep"], {}).vllm_releases_weights
+    for env in ({"MRTPO_CPU_SKIP_WEIGHT_SYNC": "1"}, {"MRTPO_CPU_VLLM_RELEASE_WEIGHTS": "0"}):
+        assert not memory.shape_from_args(both, env).vllm_releases_weights
+    assert not memory.shape_from_args(both, {"MRTPO_CPU_VLLM_CORE_IN_ACTOR": "0"}).vllm_releases_weights
 
 
 def test_check_fits_says_what_to_do_in_one_line():
@@ -309,6 +319,18 @@ def test_the_estimate_bounds_the_measured_peaks_closely():
         (apart(default, dtype_bytes=4, kv_cache_gib=338 / 1024, deepspeed_sleeps=True, train_rows=2), 6.17),
         # the README's first command at 65ae553 (micro-batches of 2 for the log-prob forwards too), same machine
         (apart(default, dtype_bytes=4, kv_cache_gib=338 / 1024, deepspeed_sleeps=True, train_rows=2), 5.94),
+        # and vLLM's weights released while the actor trains (88c679d, same machine, benchmarks/default_memory.py)
+        (
+            apart(
+                default,
+                dtype_bytes=4,
+                kv_cache_gib=338 / 1024,
+                deepspeed_sleeps=True,
+                train_rows=2,
+                vllm_releases_weights=True,
+            ),
+            5.41,
+        ),
     )
     for shape, measured_gib in measured:
         estimate = memory.estimate_run_bytes(shape) / memory.GIB
