@@ -36,6 +36,7 @@ def add_probe_command(sub) -> None:
     p.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
     p.add_argument("--out", type=Path, help="write the result as JSON here")
     p.add_argument("--save-samples", type=Path, help="write the samples as `diagnose --responses` rows")
+    p.add_argument("--rules", help="judge the probe by a named rule set of study/probe.py PROBE_RULES (e.g. if-multi)")
 
 
 def add_coldstart_command(sub) -> None:
@@ -317,10 +318,12 @@ def heldout_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> in
 
 
 def probe_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from ..study.probe import format_table, probe, write
+    from ..study.probe import PROBE_RULES, check_rules, format_table, probe, write
 
     if not args.data.is_file():
         ap.error(f"--data {args.data}: no such file")
+    if args.rules is not None and args.rules not in PROBE_RULES:
+        ap.error(f"--rules {args.rules}: choose from {', '.join(sorted(PROBE_RULES))}")
     result = probe(
         args.task,
         args.data,
@@ -333,6 +336,8 @@ def probe_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         args.backend,
         args.save_samples,
     )
+    if args.rules:
+        result["rules"] = {"name": args.rules, **check_rules(result, PROBE_RULES[args.rules])}
     print(format_table(result))
     if args.out:
         write(result, args.out)

@@ -26,20 +26,35 @@ def summarize(
 
     per_response: (prompt index, reward names, reward values) for each sampled response.
     Returns {"rewards": {name: mean}, "total": mean summed reward, "per_prompt_total": [G floats],
+             "instruction_level": mean over responses of the mean reward (the share of a prompt's rewards met),
+             "prompt_level": share of responses meeting every reward, "per_prompt_instruction_level": [G floats],
+             "per_response": [[prompt index, [values]]] (names as in "names_by_prompt"), "names_by_prompt",
              "responses": N, "truncated_frac", "mean_response_tokens"}.
+    The instruction and prompt levels are IFEval's; with K the same for every prompt the first is total / K.
     """
     by_name: dict[str, list[float]] = {}
     per_prompt: list[list[float]] = [[] for _ in range(n_prompts)]
+    per_prompt_frac: list[list[float]] = [[] for _ in range(n_prompts)]
+    names_by_prompt: list[list[str] | None] = [None] * n_prompts
+    met_all = []
     for index, names, values in per_response:
         for name, value in zip(names, values):
             by_name.setdefault(name, []).append(float(value))
         per_prompt[index].append(float(sum(values)))
+        per_prompt_frac[index].append(float(sum(values)) / max(1, len(values)))
+        names_by_prompt[index] = list(names)
+        met_all.append(float(bool(values) and all(v == 1.0 for v in values)))
     totals = [sum(v) for v in per_prompt if v]
     counts = [len(v) for v in per_prompt if v]
     return {
         "rewards": {name: sum(v) / len(v) for name, v in sorted(by_name.items())},
         "total": sum(totals) / max(1, sum(counts)),
         "per_prompt_total": [sum(v) / len(v) if v else None for v in per_prompt],
+        "instruction_level": sum(sum(v) for v in per_prompt_frac) / max(1, sum(counts)),
+        "prompt_level": sum(met_all) / max(1, len(met_all)),
+        "per_prompt_instruction_level": [sum(v) / len(v) if v else None for v in per_prompt_frac],
+        "names_by_prompt": names_by_prompt,
+        "per_response": [[index, [float(x) for x in values]] for index, _, values in per_response],
         "responses": len(per_response),
         "truncated_frac": sum(n >= cap for n in lengths) / max(1, len(lengths)),
         "mean_response_tokens": sum(lengths) / max(1, len(lengths)),

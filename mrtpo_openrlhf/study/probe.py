@@ -24,11 +24,13 @@ def group_stats(groups: Sequence[Sequence[tuple[list[str], list[float]]]]) -> di
     groups: one entry per prompt, each a list of (names, values) per sampled response. A reward counts for a
     group when every response of the group has it (names may differ across prompts, e.g. constraint ids).
     Returns {"rewards": {name: {pass_rate, groups, varying_frac}}, "groups": G,
-             "multi_varying_frac": share of groups where >= 2 rewards vary}.
+             "multi_varying_frac": share of groups where >= 2 rewards vary,
+             "varying_by_group": [sorted names that vary in group g]}.
     """
     passed = defaultdict(list)
     varying = defaultdict(list)
     multi = 0
+    by_group: list[list[str]] = []
     for group in groups:
         by_name = defaultdict(list)
         for names, values in group:
@@ -43,6 +45,9 @@ def group_stats(groups: Sequence[Sequence[tuple[list[str], list[float]]]]) -> di
             varying[name].append(is_varying)
             n_varying += is_varying
         multi += n_varying >= 2
+        by_group.append(
+            sorted(name for name, vals in by_name.items() if len(vals) == len(group) and len(set(vals)) > 1)
+        )
     rewards = {
         name: {
             "pass_rate": sum(passed[name]) / len(passed[name]),
@@ -51,25 +56,91 @@ def group_stats(groups: Sequence[Sequence[tuple[list[str], list[float]]]]) -> di
         }
         for name in sorted(varying)
     }
-    return {"rewards": rewards, "groups": len(groups), "multi_varying_frac": multi / max(1, len(groups))}
+    return {
+        "rewards": rewards,
+        "groups": len(groups),
+        "multi_varying_frac": multi / max(1, len(groups)),
+        "varying_by_group": by_group,
+    }
 
 
 def correlations(rows: Sequence[dict[str, float]]) -> dict[str, float | None]:
-    """Pearson r between every pair of keys present in every row (rewards, ``truncated``), over responses.
+    """Pearson r between every pair of keys (rewards, ``truncated``, ``length``) over the responses that have both.
 
-    rows: one {name: value} per response. Returns {"a~b": r}; None where a key is constant (r undefined)."""
-    keys = sorted(set.intersection(*(set(r) for r in rows))) if rows else []
+    rows: one {name: value} per response; names may differ between responses (instruction following draws its
+    constraints per prompt), so each pair uses the responses holding both keys (pairwise complete). Returns
+    {"a~b": r}; None where a key is constant over those responses or fewer than 3 have both (r undefined)."""
+    keys = sorted(set().union(*rows)) if rows else []
     out: dict[str, float | None] = {}
-    n = len(rows)
     for i, a in enumerate(keys):
         for b in keys[i + 1 :]:
-            xa, xb = [r[a] for r in rows], [r[b] for r in rows]
-            ma, mb = sum(xa) / n, sum(xb) / n
-            va = sum((x - ma) ** 2 for x in xa)
-            vb = sum((x - mb) ** 2 for x in xb)
-            cov = sum((x - ma) * (y - mb) for x, y in zip(xa, xb))
-            out[f"{a}~{b}"] = cov / (va * vb) ** 0.5 if va > 0 and vb > 0 else None
+            both = [(r[a], r[b]) for r in rows if a in r and b in r]
+            if not both:
+                continue
+            n = len(both)
+            ma, mb = sum(x for x, _ in both) / n, sum(y for _, y in both) / n
+            va = sum((x - ma) ** 2 for x, _ in both)
+            vb = sum((y - mb) ** 2 for _, y in both)
+            cov = sum((x - ma) * (y - mb) for x, y in both)
+            out[f"{a}~{b}"] = cov / (va * vb) ** 0.5 if n >= 3 and va > 0 and vb > 0 else None
     return out
+
+
+# Named rule sets a probe is judged by (the issue that set them). window: a reward "moves" when its pass rate lies
+# in it; saturated: a reward passing more often is not counted among the rewards that vary in a group;
+# min_moving: how many rewards must move; multi_varying: the share of groups where at least two rewards vary;
+# truncated: the largest truncated share; length_proxy: the largest |r| between a reward and the response length.
+PROBE_RULES: dict[str, dict[str, Any]] = {
+    "if-multi": {  # issue 45: multi-constraint instruction following
+        "window": (0.10, 0.80),
+        "saturated": 0.90,
+        "min_moving": 6,
+        "multi_varying": 0.50,
+        "truncated": 0.10,
+        "length_proxy": 0.5,
+    },
+}
+
+
+def check_rules(result: dict[str, Any], rules: dict[str, Any]) -> dict[str, Any]:
+    """Judge a probe ``result`` by ``rules`` (a ``PROBE_RULES`` entry): {"rules": ..., "checks": [{rule, value,
+    passed}], "passed": all of them}. Each check's value is what the probe measured."""
+    low, high = rules["window"]
+    rates = {name: r["pass_rate"] for name, r in result["rewards"].items()}
+    moving = sorted(name for name, rate in rates.items() if low <= rate <= high)
+    saturated = {name for name, rate in rates.items() if rate > rules["saturated"]}
+    groups = result["varying_by_group"]
+    multi = sum(len(set(names) - saturated) >= 2 for names in groups) / max(1, len(groups))
+    length_r = {
+        pair: r
+        for pair, r in (result.get("correlations") or {}).items()
+        if r is not None and "length" in pair.split("~") and "truncated" not in pair.split("~")
+    }
+    worst = max(length_r.items(), key=lambda kv: abs(kv[1]), default=(None, 0.0))
+    checks = [
+        {
+            "rule": f"at least {rules['min_moving']} rewards pass on {low:.0%}-{high:.0%} of responses",
+            "value": moving,
+            "passed": len(moving) >= rules["min_moving"],
+        },
+        {
+            "rule": f"at least two rewards vary in {rules['multi_varying']:.0%} of groups or more "
+            f"(a reward above {rules['saturated']:.0%} not counted: {sorted(saturated) or 'none'})",
+            "value": multi,
+            "passed": multi >= rules["multi_varying"],
+        },
+        {
+            "rule": f"truncated at the new-token cap in under {rules['truncated']:.0%} of responses",
+            "value": result["setup"]["truncated_frac"],
+            "passed": result["setup"]["truncated_frac"] < rules["truncated"],
+        },
+        {
+            "rule": f"no reward a length proxy (|r| with response length at most {rules['length_proxy']})",
+            "value": {"pair": worst[0], "r": worst[1]},
+            "passed": abs(worst[1]) <= rules["length_proxy"],
+        },
+    ]
+    return {"rules": rules, "checks": checks, "passed": all(c["passed"] for c in checks)}
 
 
 def sample_vllm(
@@ -140,7 +211,13 @@ def probe(
         vec = score(task, s.prompt, text, s.label)
         groups[s.prompt_index].append((vec.names, vec.values))
         lengths.append(len(s.response_ids))
-        flat.append({**dict(zip(vec.names, vec.values)), "truncated": float(len(s.response_ids) >= max_new_tokens)})
+        flat.append(
+            {
+                **dict(zip(vec.names, vec.values)),
+                "truncated": float(len(s.response_ids) >= max_new_tokens),
+                "length": float(len(s.response_ids)),
+            }
+        )
         saved.append(
             {
                 "prompt": rows[s.prompt_index]["prompt"],
@@ -188,12 +265,17 @@ def format_table(result: dict[str, Any]) -> str:
     for name, r in result["rewards"].items():
         lines.append(f"| {name} | {100 * r['pass_rate']:.1f}% | {r['groups']} | {100 * r['varying_frac']:.0f}% |")
     corr = result.get("correlations") or {}
-    if corr:
+    shown = {p: r for p, r in corr.items() if r is not None and (abs(r) >= 0.3 or "length" in p.split("~"))}
+    if shown:
         lines += [
             "",
-            "correlations over responses (Pearson r): "
-            + ", ".join(f"{pair} {'undefined' if r is None else f'{r:+.2f}'}" for pair, r in corr.items()),
+            "correlations over responses (Pearson r; with length, and |r| >= 0.3; all in the JSON): "
+            + ", ".join(f"{pair} {r:+.2f}" for pair, r in shown.items()),
         ]
+    judged = result.get("rules")
+    if judged:
+        lines += ["", f"rules {judged['name']}: {'passed' if judged['passed'] else 'FAILED'}"]
+        lines += [f"- {'ok  ' if c['passed'] else 'FAIL'} {c['rule']}: {c['value']}" for c in judged["checks"]]
     return "\n".join(lines)
 
 

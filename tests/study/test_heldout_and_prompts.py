@@ -84,9 +84,51 @@ def test_probe_correlations_match_numpy():
     b = np.where(rng.random(50) < 0.7, a, 1 - a)
     t = rng.integers(0, 2, 50).astype(float)
     rows = [{"format": x, "function": y, "truncated": z} for x, y, z in zip(a, b, t)]
-    rows[0]["only_here"] = 1.0  # not in every row: left out
+    rows[0]["only_here"] = 1.0  # in one row: fewer than 3 responses have it with anything, r undefined
+    c = rng.integers(0, 2, 30).astype(float)
+    for row, z in zip(rows[20:], c):  # a reward drawn for some prompts only: r over the responses that have it
+        row["sometimes"] = z
     out = correlations(rows)
-    assert set(out) == {"format~function", "format~truncated", "function~truncated"}
     assert out["format~function"] == pytest.approx(np.corrcoef(a, b)[0, 1])
     assert out["function~truncated"] == pytest.approx(np.corrcoef(b, t)[0, 1])
+    assert out["format~sometimes"] == pytest.approx(np.corrcoef(a[20:], c)[0, 1])
+    assert out["format~only_here"] is None and "only_here~sometimes" not in out  # never together
     assert correlations([{"x": 1.0, "y": 0.0}, {"x": 1.0, "y": 1.0}]) == {"x~y": None}  # constant: undefined
+
+
+def test_instruction_level_and_prompt_level_by_hand():
+    per_response = [
+        (0, ["a", "b", "c"], [1.0, 0.0, 1.0]),  # 2/3 met
+        (0, ["a", "b", "c"], [1.0, 1.0, 1.0]),  # all met
+        (1, ["d", "e"], [0.0, 1.0]),  # 1/2
+        (1, ["d", "e"], [1.0, 1.0]),  # all met
+    ]
+    out = summarize(per_response, 2, [5, 5, 5, 5], cap=32)
+    assert out["instruction_level"] == pytest.approx((2 / 3 + 1 + 0.5 + 1) / 4)
+    assert out["prompt_level"] == 0.5
+    assert out["per_prompt_instruction_level"] == pytest.approx([(2 / 3 + 1) / 2, 0.75])
+    assert out["names_by_prompt"] == [["a", "b", "c"], ["d", "e"]]
+    assert out["per_response"][2] == [1, [0.0, 1.0]]
+
+
+def test_probe_rules_judge_what_was_measured():
+    from mrtpo_openrlhf.study.probe import PROBE_RULES, check_rules, group_stats
+
+    # 3 groups of 2 responses; names differ by prompt as in instruction following
+    groups = [
+        [(["a", "b", "s"], [1.0, 0.0, 1.0]), (["a", "b", "s"], [0.0, 1.0, 1.0])],  # a, b vary
+        [(["a", "s"], [1.0, 1.0]), (["a", "s"], [0.0, 0.0])],  # a and s vary, s saturated overall
+        [(["b", "s"], [1.0, 1.0]), (["b", "s"], [1.0, 1.0])],  # nothing varies
+    ]
+    result = group_stats(groups)
+    assert result["varying_by_group"] == [["a", "b"], ["a", "s"], []]
+    result["setup"] = {"truncated_frac": 0.05}
+    result["correlations"] = {"a~length": 0.2, "b~length": -0.7, "length~truncated": 0.9}
+    rules = dict(PROBE_RULES["if-multi"], min_moving=2, saturated=0.8)
+    judged = check_rules(result, rules)
+    moving, multi, truncated, proxy = judged["checks"]
+    assert moving["value"] == ["a", "b"] and moving["passed"]  # a 0.5, b 0.75 in the window; s 5/6 above it
+    assert multi["value"] == pytest.approx(1 / 3) and not multi["passed"]  # group 2's s does not count
+    assert truncated["passed"]
+    assert proxy["value"] == {"pair": "b~length", "r": -0.7} and not proxy["passed"]  # truncation~length ignored
+    assert not judged["passed"]
