@@ -4,7 +4,6 @@ import json
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 from mrtpo_openrlhf.paths import REPO_ROOT
 from mrtpo_openrlhf.tasks.instruction.reward import reward_names, unearnable_rewards
