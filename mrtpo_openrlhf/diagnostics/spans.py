@@ -19,7 +19,13 @@ Span kinds:
   ``<<title>>``), ``detectable_content:postscript`` (the marker through the end of its line),
   ``keywords:existence`` / ``keywords:frequency`` / ``keywords:forbidden_words`` (every case-insensitive
   literal occurrence of a keyword; whole words only for forbidden words, as their checker matches),
-  ``startend:quotation`` (the opening and closing double quotes). Other constraints have no target span.
+  ``startend:quotation`` (the opening and closing double quotes), ``punctuation:no_comma`` (every comma),
+  ``detectable_content:number_placeholders`` (every ``[...]``), ``detectable_format:number_bullet_lists`` (the
+  marker of every ``*``/``-`` bullet line), ``detectable_format:number_highlighted_sections`` (every ``*...*`` and
+  ``**...**``), ``change_case:capital_word_frequency`` (every word in capitals),
+  ``words:keywords_specific_position`` in the first sentence (the answer's first word). Other constraints have no
+  target span. A satisfied ``no_comma`` has no comma, so no span: the span a checker reads is where its verdict
+  can change, and a response without the thing it counts has none (left out of the statistics).
 """
 
 from __future__ import annotations
@@ -45,7 +51,19 @@ TARGET_IDS = (
     "keywords:frequency",
     "keywords:forbidden_words",
     "startend:quotation",
+    "punctuation:no_comma",
+    "detectable_content:number_placeholders",
+    "detectable_format:number_bullet_lists",
+    "detectable_format:number_highlighted_sections",
+    "change_case:capital_word_frequency",
+    "words:keywords_specific_position",
 )
+# the checkers' own patterns (tasks/instruction/verifier/ifeval.py), located rather than counted
+_BULLET_MARKER_RE = re.compile(r"^[^\S\n]*(\*(?!\*)|-)", flags=re.MULTILINE)
+_HIGHLIGHT_RE = re.compile(r"\*[^\n\*]*\*")
+_BOLD_RE = re.compile(r"\*\*[^\n\*]*\*\*")
+_CAPITAL_WORD_RE = re.compile(r"\b[A-Z][A-Z0-9]*\b")
+_FIRST_WORD_RE = re.compile(r"[^\W_]+")
 
 _END_MARKER_RE = re.compile(r"(?:\s*(?:<\|[^<>|\s]{1,40}\|>|</s>|<eos>|<end_of_turn>))+\s*\Z")
 _THINK_CLOSE = "</think>"
@@ -267,6 +285,23 @@ def constraint_target_spans(text: str, instruction_id: str, kwargs: dict | None)
         if last > first and text[first] == '"' and text[last] == '"':
             return [(first, first + 1), (last, last + 1)]
         return []
+    if instruction_id == "punctuation:no_comma":
+        return [(i, i + 1) for i in range(begin, end) if text[i] == ","]
+    if instruction_id == "detectable_content:number_placeholders":
+        return [m.span() for m in re.finditer(r"\[[^\[\]\n]*\]", text[:end]) if m.start() >= begin]
+    if instruction_id == "detectable_format:number_bullet_lists":
+        return [m.span(1) for m in _BULLET_MARKER_RE.finditer(text, begin, end)]
+    if instruction_id == "detectable_format:number_highlighted_sections":
+        single = [m for m in _HIGHLIGHT_RE.finditer(text, begin, end) if m.group(0).strip("*").strip()]
+        double = [m for m in _BOLD_RE.finditer(text, begin, end) if m.group(0)[2:-2].strip()]
+        return merge_spans([m.span() for m in single + double])
+    if instruction_id == "change_case:capital_word_frequency":
+        return [m.span() for m in _CAPITAL_WORD_RE.finditer(text, begin, end)]
+    if instruction_id == "words:keywords_specific_position":
+        if int(kwargs.get("n", 0)) != 1 or int(kwargs.get("m", 0)) != 1:
+            return []  # only the first word of the first sentence is located
+        match = _FIRST_WORD_RE.search(text, begin, end)
+        return [match.span()] if match else []
     return []
 
 

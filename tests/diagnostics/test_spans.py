@@ -165,3 +165,61 @@ def test_offsets_with_real_tokenizer_map_select_list():
     mask = spans_to_token_mask(offsets, select_column_spans(text))
     picked = "".join(tok.decode([t]) for t, m in zip(ids, mask) if m)
     assert "a.name, count(*) AS n" in picked and "FROM" not in picked
+
+
+# The study's other constraint types: each located span is a thing its official checker counts, so the number of
+# spans equals the checker's own count (the reference), and the checker's verdict is what that count gives.
+_RESPONSE = (
+    "<<A Quiet Farm>>\nToday the FARM sleeps, under a WIDE sky, and I wait at [address].\n"
+    "* first point with *one highlight*\n* second point, with **bold words**\n- a dash point\n"
+    "P.S. see you at [time]"
+)
+
+
+@pytest.mark.parametrize(
+    "iid,kwargs,count,checker_kwargs_for_pass",
+    [
+        ("punctuation:no_comma", {}, 3, None),  # three commas: the checker fails on any
+        ("detectable_content:number_placeholders", {}, 2, {"num_placeholders": 2}),
+        ("detectable_format:number_bullet_lists", {}, 3, {"num_bullets": 3}),
+    ],
+)
+def test_counted_targets_match_the_official_count(iid, kwargs, count, checker_kwargs_for_pass):
+    from mrtpo_openrlhf.tasks.instruction.verifier import build_checker
+
+    spans = constraint_target_spans(_RESPONSE, iid, kwargs)
+    assert len(spans) == count
+    if checker_kwargs_for_pass is not None:  # the checker, asked for exactly/at least that many, passes
+        assert build_checker(iid, checker_kwargs_for_pass).check(_RESPONSE)
+        more = {k: v + 1 for k, v in checker_kwargs_for_pass.items()}
+        assert not build_checker(iid, more).check(_RESPONSE)
+    else:
+        assert not build_checker(iid, {}).check(_RESPONSE)
+    assert all(_RESPONSE[a:b].strip() for a, b in spans)
+
+
+def test_highlights_are_the_official_matches():
+    from mrtpo_openrlhf.tasks.instruction.verifier import build_checker
+
+    text = "The *first highlight* and **a bold one** and ** ** empty."
+    spans = constraint_target_spans(text, "detectable_format:number_highlighted_sections", {})
+    assert [text[a:b] for a, b in spans] == ["*first highlight*", "**a bold one**"]
+    assert build_checker("detectable_format:number_highlighted_sections", {"num_highlights": 2}).check(text)
+    assert not build_checker("detectable_format:number_highlighted_sections", {"num_highlights": 3}).check(text)
+
+
+def test_capital_words_and_first_word():
+    from mrtpo_openrlhf.tasks.instruction.verifier import build_checker
+
+    caps = constraint_target_spans(_RESPONSE, "change_case:capital_word_frequency", {})
+    words = [_RESPONSE[a:b] for a, b in caps]
+    assert words == ["A", "FARM", "WIDE", "I", "P", "S"]
+    checker = build_checker(
+        "change_case:capital_word_frequency", {"capital_frequency": 3, "capital_relation": "at least"}
+    )
+    assert checker.check(_RESPONSE)
+    text = "Today is bright. The farm sleeps."
+    first = constraint_target_spans(text, "words:keywords_specific_position", {"keyword": "Today", "n": 1, "m": 1})
+    assert [text[a:b] for a, b in first] == ["Today"]
+    assert constraint_target_spans(text, "words:keywords_specific_position", {"keyword": "farm", "n": 2, "m": 2}) == []
+    assert constraint_target_spans("No commas here", "punctuation:no_comma", {}) == []  # satisfied: nothing to read
