@@ -29,6 +29,9 @@
                                     # report; empty: the report's default
     comparison_seeds = {}           # "a:b" -> the seeds that comparison pairs (default: every seed planned for
                                     # both arms), e.g. when an arm runs extra seeds for another comparison only
+    primary_endpoint = "total"      # the held-out score the declared comparisons are judged on: "total" (the summed
+                                    # reward) or "instruction_level" (the mean share of a prompt's rewards met, for
+                                    # tasks whose prompts carry different numbers of rewards)
 
 Every arm of one seed gets the same prompts, data order, rollout seed and initial model (``--train.seed``).
 """
@@ -102,6 +105,7 @@ def ablation_arms() -> list[str]:
 
 
 BACKENDS = ("cpu", "gpu")
+PRIMARY_ENDPOINTS = ("total", "instruction_level")  # keys of heldout.json (study/heldout.py summarize)
 PROMPT_DRAWS = ("first", "per_seed")
 ARM_ORDERS = ("listed", "random")
 
@@ -139,6 +143,7 @@ class StudyConfig:
     heldout_samples: int = 4
     comparisons: list[str] = field(default_factory=list)
     comparison_seeds: dict[str, list[int]] = field(default_factory=dict)
+    primary_endpoint: str = "total"
 
     def __post_init__(self):
         run = RUN_SETTINGS.get(self.backend)
@@ -253,4 +258,6 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
     for key in ("heldout_prompts", "heldout_samples"):
         if int(getattr(cfg, key)) < 1:
             raise ConfigError(f"{where}: {key} must be >= 1")
+    if cfg.primary_endpoint not in PRIMARY_ENDPOINTS:
+        raise ConfigError(f"{where}: primary_endpoint {cfg.primary_endpoint!r}: choose from {PRIMARY_ENDPOINTS}")
     return cfg

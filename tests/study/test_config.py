@@ -56,6 +56,7 @@ def test_arm_seeds_restrict_an_arm():
         ({"arm_seeds": {"gdpo": [3]}}, "subset of seeds"),
         ({"heldout": "nope.jsonl"}, "heldout"),
         ({"heldout_samples": 0}, "heldout_samples"),
+        ({"primary_endpoint": "median"}, "primary_endpoint"),
         ({"comparisons": ["mrtpo:grpo"]}, "comparisons"),
         ({"comparisons": ["mrtpo"]}, "comparisons"),
         ({"comparison_seeds": {"mrtpo:gdpo": [1]}}, "not in comparisons"),
