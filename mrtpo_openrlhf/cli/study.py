@@ -74,6 +74,13 @@ def add_run_command(sub) -> None:
         help="stop a run after this many seconds without output, a new step or log growth",
     )
     p.add_argument("--timeout", type=float, default=None, help="optional wall limit per run, in seconds")
+    p.add_argument(
+        "--until",
+        type=clock_time,
+        metavar="HH:MM",
+        help="start a seed only when all its runs left end before this UTC time (today, or tomorrow if past)",
+    )
+    p.add_argument("--run-minutes", type=float, help="with --until: the minutes one run takes on this machine")
     p.add_argument("--dry-run", action="store_true", help="print each run's command, run nothing")
     p.add_argument(
         "--results",
@@ -87,6 +94,19 @@ def add_run_command(sub) -> None:
         metavar="SHA256",
         help="refuse to start unless the base model's weights sha256 starts with this (8+ hex digits; CPU backend)",
     )
+
+
+def clock_time(value: str) -> float:
+    """``HH:MM`` (UTC) -> the next such moment as a time.time() value."""
+    import datetime as dt
+
+    try:
+        hour, minute = (int(x) for x in value.split(":"))
+        now = dt.datetime.now(dt.timezone.utc)
+        at = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected HH:MM (UTC)") from None
+    return (at if at > now else at + dt.timedelta(days=1)).timestamp()
 
 
 def sha_prefix(value: str) -> str:
@@ -236,8 +256,10 @@ def run_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             results=results,
             stall_timeout=args.stall_timeout,
             expect_base=args.expect_base,
+            until=args.until,
+            run_minutes=args.run_minutes,
         )
-    except BaseModelMismatch as exc:
+    except (BaseModelMismatch, ValueError) as exc:
         print(f"[study] {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupted:  # Ctrl-C, SIGTERM or SIGHUP (launch.runner.Interrupted)

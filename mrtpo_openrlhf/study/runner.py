@@ -165,8 +165,14 @@ def run_study(
     results: Path | None = None,
     stall_timeout: float | None = STALL_SECONDS,
     expect_base: str | None = None,
+    until: float | None = None,
+    run_minutes: float | None = None,
 ) -> int:
     """Run what is not done yet; return the number of runs that failed (0: every selected run is done).
+
+    until, run_minutes: a seed's runs go back to back on one machine, so a seed is started only when all of its
+    runs left fit before ``until`` (a time.time() value), each taking ``run_minutes`` (else the mean of the runs
+    finished in this call); the study stops before a seed that does not fit.
 
     expect_base: a prefix of the weights sha256 every arm must start from (CPU backend); another base model is
     refused before any run starts (``BaseModelMismatch``), since its runs would not pair with those already made.
@@ -208,6 +214,17 @@ def run_study(
             )
     failed, durations, t_start = 0, [], time.time()
     for i, (arm, seed) in enumerate(todo):
+        if until is not None and (i == 0 or todo[i - 1][1] != seed):
+            left = sum(1 for _, s in todo[i:] if s == seed)
+            per_run = run_minutes * 60 if run_minutes else (sum(durations) / len(durations) if durations else None)
+            if per_run is None:
+                raise ValueError("--until needs --run-minutes before any run of this call has finished")
+            if time.time() + left * per_run > until:
+                say(
+                    f"[study] seed {seed}: {left} runs of ~{fmt_minutes(per_run)} do not fit in the "
+                    f"{fmt_minutes(max(0.0, until - time.time()))} left; not started (run the same command later)"
+                )
+                break
         out = run_dir(root, arm, seed)
         eta = f", ETA ~{fmt_minutes(sum(durations) / len(durations) * (len(todo) - i))}" if durations else ""
         say(f"[study] run {i + 1}/{len(todo)}: {arm} seed {seed} (elapsed {fmt_minutes(time.time() - t_start)}{eta})")

@@ -132,3 +132,31 @@ def test_probe_rules_judge_what_was_measured():
     assert truncated["passed"]
     assert proxy["value"] == {"pair": "b~length", "r": -0.7} and not proxy["passed"]  # truncation~length ignored
     assert not judged["passed"]
+
+
+def test_a_seed_starts_only_when_all_its_runs_fit_before_until(tmp_path, monkeypatch):
+    from mrtpo_openrlhf.study import runner
+
+    cfg = parse_config(
+        dict(name="s", task="tool", data=str(_pool(tmp_path)), arms=["gdpo", "mrtpo"], seeds=[1, 2, 3], steps=3,
+             prompts_per_step=2, backend="gpu")
+    )  # fmt: skip
+    clock = {"now": 1000.0}
+    ran = []
+
+    def fake_run(cfg, arm, seed, out, *args, **kwargs):  # each run takes 10 minutes of the fake clock
+        clock["now"] += 600
+        out.mkdir(parents=True, exist_ok=True)
+        (out / runner.RESULT).write_text(json.dumps({"seconds": 600}))
+        ran.append((arm, seed))
+        return True
+
+    monkeypatch.setattr(runner, "_run_one", fake_run)
+    monkeypatch.setattr(runner.time, "time", lambda: clock["now"])
+    said = []
+    # 45 minutes: seed 1 (two runs, 20 min) and seed 2 (20 min) fit, seed 3 would end at 60 min
+    runner.run_study(cfg, tmp_path / "study", until=1000.0 + 45 * 60, run_minutes=10, say=said.append)
+    assert ran == [("gdpo", 1), ("mrtpo", 1), ("gdpo", 2), ("mrtpo", 2)]
+    assert any("seed 3: 2 runs" in line and "not started" in line for line in said)
+    with pytest.raises(ValueError, match="--run-minutes"):  # no estimate yet and none given
+        runner.run_study(cfg, tmp_path / "other", until=clock["now"] + 3600, say=said.append)
