@@ -29,6 +29,8 @@
                                     # report; empty: the report's default
     comparison_seeds = {}           # "a:b" -> the seeds that comparison pairs (default: every seed planned for
                                     # both arms), e.g. when an arm runs extra seeds for another comparison only
+    auc = "mean"                    # the report's training-curve AUC: mean over steps, or "trapezoid" / T
+    steps_to = "trailing3"          # steps to --threshold: a 3-step trailing mean's first, or "first" (the rate's)
 
 Every arm of one seed gets the same prompts, data order, rollout seed and initial model (``--train.seed``).
 """
@@ -53,6 +55,8 @@ from mrtpo_openrlhf.core.settings import (
 )
 from mrtpo_openrlhf.paths import REPO_ROOT
 from mrtpo_openrlhf.tasks import TASKS
+
+from .stats import AUC_RULES, STEPS_TO_RULES
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,8 @@ class StudyConfig:
     heldout_samples: int = 4
     comparisons: list[str] = field(default_factory=list)
     comparison_seeds: dict[str, list[int]] = field(default_factory=dict)
+    auc: str = "mean"
+    steps_to: str = "trailing3"
 
     def __post_init__(self):
         run = RUN_SETTINGS.get(self.backend)
@@ -253,4 +259,8 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
     for key in ("heldout_prompts", "heldout_samples"):
         if int(getattr(cfg, key)) < 1:
             raise ConfigError(f"{where}: {key} must be >= 1")
+    if cfg.auc not in AUC_RULES or cfg.steps_to not in STEPS_TO_RULES:
+        raise ConfigError(
+            f"{where}: auc {cfg.auc!r} / steps_to {cfg.steps_to!r}: choose from {sorted(AUC_RULES)} / {STEPS_TO_RULES}"
+        )
     return cfg

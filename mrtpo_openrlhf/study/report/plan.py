@@ -55,6 +55,9 @@ def planned_seeds(config: dict[str, Any], a: str, b: str) -> list[int]:
 # the keys of a study config that say what is run and compared, not how a run trains: an amended plan
 # (``study report --config``) may change these and nothing else
 PLAN_KEYS = ("seeds", "arm_seeds", "comparisons", "comparison_seeds")
+# how the report computes an endpoint the plan defines (never how a run trains): a config may state them for runs
+# whose study.json predates the keys
+REPORT_KEYS = ("auc", "steps_to")
 
 
 def amended_plan(config_file: Path, as_run: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -69,14 +72,15 @@ def amended_plan(config_file: Path, as_run: dict[str, Any]) -> tuple[dict[str, A
         raise ReportError(f"--config: {exc}") from None
     if not as_run:
         raise ReportError(f"--config {config_file}: the study folder has no study.json to check it against")
-    other = sorted(k for k in set(plan) | set(as_run) if k not in PLAN_KEYS and plan.get(k) != as_run.get(k))
+    free = (*PLAN_KEYS, *REPORT_KEYS)
+    other = sorted(k for k in set(plan) | set(as_run) if k not in free and plan.get(k) != as_run.get(k))
     if other:
         shown = "; ".join(f"{k}: {plan.get(k)!r} vs {as_run.get(k)!r} as run" for k in other)
         raise ReportError(
             f"--config {config_file} differs from the runs' study.json beyond the plan keys {', '.join(PLAN_KEYS)}: "
             f"{shown}"
         )
-    return plan, [k for k in PLAN_KEYS if plan.get(k, {}) != as_run.get(k, {})]
+    return plan, [k for k in free if plan.get(k, {}) != as_run.get(k, {})]
 
 
 def declared_comparisons(config: dict[str, Any], given: str | None) -> tuple[list[tuple[str, str]], str]:
