@@ -13,6 +13,7 @@ HEAT_RGB = (220, 38, 38)  # red; opacity = q / row max
 SPAN_LABELS = {
     "tags": "tags",
     "select_columns": "SELECT list",
+    "function_name": "function name",
     "tool_arguments": "tool arguments",
     "target": "constraint target",
 }

@@ -12,6 +12,8 @@ Span kinds:
   for tool calling ``<tool_call>`` and ``</tool_call>``.
 - ``select_columns`` (SQL): the SELECT list of the outermost statement of the extracted query, from after
   ``SELECT [DISTINCT|ALL]`` up to its top-level ``FROM`` (or the end of the statement).
+- ``function_name`` (tool calling): the ``"name"`` value of every call in the ``<tool_call>`` block after
+  ``</think>`` (what the function reward reads); none when the block is not valid JSON.
 - ``tool_arguments`` (tool calling): every argument value (the JSON text of the value) of every call in
   the ``<tool_call>`` block after ``</think>``; none when the block is not valid JSON.
 - ``target`` (instruction following, the constraint's own reward only), for these ids:
@@ -42,7 +44,7 @@ from mrtpo_openrlhf.tasks.sql.verifier.lexer import tokenize as sql_tokenize
 Span = tuple[int, int]
 
 # Which kinds a task measures, and its layout tags, are in its registry entry (``mrtpo_openrlhf.tasks``).
-SPAN_KINDS = ("tags", "select_columns", "tool_arguments", "target")
+SPAN_KINDS = ("tags", "select_columns", "function_name", "tool_arguments", "target")
 TARGET_IDS = (
     "startend:end_checker",
     "detectable_format:title",
@@ -205,8 +207,9 @@ def json_value_tree(text: str, i: int = 0) -> tuple[Any, int]:
 _CALL_BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
-def tool_argument_spans(text: str) -> list[Span]:
-    """Argument values of the calls in the (single) ``<tool_call>`` block after ``</think>``."""
+def _tool_calls(text: str) -> list[Any]:
+    """The call objects (``json_value_tree`` nodes) of the (single) ``<tool_call>`` block after ``</think>``;
+    [] when there is no such block or it is not valid JSON."""
     offset = text.index(_THINK_CLOSE) + len(_THINK_CLOSE) if _THINK_CLOSE in text else 0
     blocks = list(_CALL_BLOCK_RE.finditer(text, offset))
     if len(blocks) != 1:
@@ -219,15 +222,24 @@ def tool_argument_spans(text: str) -> list[Span]:
         return []
     if body[end:].strip():
         return []
-    calls = tree[3] if tree[0] == "arr" else [tree]
+    return [call for call in (tree[3] if tree[0] == "arr" else [tree]) if call[0] == "obj"]
+
+
+def tool_argument_spans(text: str) -> list[Span]:
+    """Argument values of the calls in the (single) ``<tool_call>`` block after ``</think>``."""
     spans: list[Span] = []
-    for call in calls:
-        if call[0] != "obj":
-            continue
+    for call in _tool_calls(text):
         args = call[3].get("arguments")
         if args is not None and args[0] == "obj":
             spans.extend((node[1], node[2]) for node in args[3].values())
     return merge_spans(spans)
+
+
+def tool_function_name_spans(text: str) -> list[Span]:
+    """The ``"name"`` value (the JSON string, quotes included) of each call in the (single) ``<tool_call>`` block
+    after ``</think>``: what the function reward reads."""
+    names = [call[3].get("name") for call in _tool_calls(text)]
+    return merge_spans([(node[1], node[2]) for node in names if node is not None and node[0] == "val"])
 
 
 # ---------------------------------------------------------------------------------------------- instruction
@@ -354,6 +366,8 @@ def locate_spans(task: str, text: str, instruction: tuple[str, dict] | None = No
             out[kind] = tag_spans(text, task)
         elif kind == "select_columns":
             out[kind] = select_column_spans(text)
+        elif kind == "function_name":
+            out[kind] = tool_function_name_spans(text)
         elif kind == "tool_arguments":
             out[kind] = tool_argument_spans(text)
         elif kind == "target":

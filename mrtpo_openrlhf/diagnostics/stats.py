@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from mrtpo_openrlhf.core import localization, tokens_for_mass
-from mrtpo_openrlhf.study.stats import t975
+from mrtpo_openrlhf.study.stats import cluster_interval, t975
 
 MASS = 0.8
 TOP_FRAC = 0.2
@@ -184,60 +184,82 @@ def interval(values: Iterable[float | None]) -> dict[str, Any]:
     return {"n": n, "mean": mean, "low": mean - half, "high": mean + half}
 
 
+INTERVALS = "cluster-robust over prompts (CR1 sandwich, t with prompts - 1 df)"
+
+
 def null_control(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Reward vs null vs random over the replayed pairs of one reward group that have a null profile.
 
-    Each record: "stats" from ``pair_stats`` plus "controls" from ``null_stats``. Per response i: the reward's
-    tokens for 80% f_i (fraction) and a_i = f_i * T_i (tokens), the null's and the random profile's, and per
-    span kind the reward's distance share on the span its checker reads against the null's share on that same
-    span. Returns, each as an ``interval`` over responses: ``tokens_for_80pct`` {reward, null, random,
-    reward_minus_null, reward_minus_random}, ``tokens_for_80pct_abs`` (the same in tokens), ``spans`` {kind:
-    {reward, null, reward_minus_null}}, and the verdicts ``beats_null_on_span`` {kind: bool} (the paired
-    interval of reward - null share lies above 0) and ``more_concentrated_than_null`` (the paired interval of
-    reward - null tokens for 80% lies below 0).
+    Each record: "stats" from ``pair_stats`` plus "controls" from ``null_stats`` and its "prompt_index" (the
+    cluster: responses to one prompt are not independent). Per response i: the reward's tokens for 80% f_i
+    (fraction) and a_i = f_i * T_i (tokens), the null's and the random profile's, and per span kind the reward's
+    distance share on the span its checker reads against the null's share on that same span. Returns, each as a
+    ``study.stats.cluster_interval`` over responses clustered by prompt (``INTERVALS``): ``tokens_for_80pct``
+    {reward, null, random, reward_minus_null, reward_minus_random}, ``tokens_for_80pct_abs`` (the same in tokens),
+    ``spans`` {kind: {reward, null, reward_minus_null}}; the verdicts ``beats_null_on_span`` {kind: bool} (the
+    interval of reward - null share lies above 0), ``more_concentrated_than_null`` and
+    ``more_concentrated_than_random`` (the interval of reward - null, or - random, tokens for 80% lies below 0);
+    and ``per_response`` (each response's prompt, sample and values), so a report can recompute any of them.
     """
     live = [
         r for r in records if r["stats"]["total_distance"] > 0 and (r.get("controls") or {}).get("null") is not None
     ]
-    frac = {"reward": [], "null": [], "random": []}
-    absolute = {"reward": [], "null": [], "random": []}
-    diff = {"reward_minus_null": [], "reward_minus_random": []}
-    diff_abs = {"reward_minus_null": [], "reward_minus_random": []}
+    keys = ("reward", "null", "random", "reward_minus_null", "reward_minus_random")
+    frac: dict[str, list] = {k: [] for k in keys}  # (value, prompt) pairs
+    absolute: dict[str, list] = {k: [] for k in keys}
     kinds = sorted({k for r in live for k in r["stats"]["spans"]})
     span_rows: dict[str, dict[str, list]] = {k: {"reward": [], "null": [], "reward_minus_null": []} for k in kinds}
-    for r in live:
-        n = r["stats"]["n_tokens"]
+    per_response = []
+    for i, r in enumerate(live):  # a record without its prompt is a cluster of its own
+        n, prompt = r["stats"]["n_tokens"], r.get("prompt_index", f"response {i}")
         f = r["stats"]["tokens_for_80pct"]
         fn = r["controls"]["null"]["tokens_for_80pct"]
         fr = r["controls"]["random"]["tokens_for_80pct"]
-        for key, value in (("reward", f), ("null", fn), ("random", fr)):
-            frac[key].append(value)
-            absolute[key].append(None if value is None else value * n)
-        if f is not None and fn is not None:
-            diff["reward_minus_null"].append(f - fn)
-            diff_abs["reward_minus_null"].append((f - fn) * n)
-        if f is not None and fr is not None:
-            diff["reward_minus_random"].append(f - fr)
-            diff_abs["reward_minus_random"].append((f - fr) * n)
+        values = {
+            "reward": f,
+            "null": fn,
+            "random": fr,
+            "reward_minus_null": None if f is None or fn is None else f - fn,
+            "reward_minus_random": None if f is None or fr is None else f - fr,
+        }
+        for key, value in values.items():
+            frac[key].append((value, prompt))
+            absolute[key].append((None if value is None else value * n, prompt))
+        shares = {}
         for kind in kinds:
             own = r["stats"]["spans"].get(kind, {}).get("distance_share")
             null = r["controls"]["null"]["spans"].get(kind, {}).get("distance_share")
             if own is not None and null is not None:
-                span_rows[kind]["reward"].append(own)
-                span_rows[kind]["null"].append(null)
-                span_rows[kind]["reward_minus_null"].append(own - null)
-    spans = {kind: {key: interval(v) for key, v in rows.items()} for kind, rows in span_rows.items()}
-    tok = {**{k: interval(v) for k, v in frac.items()}, **{k: interval(v) for k, v in diff.items()}}
-    tok_abs = {**{k: interval(v) for k, v in absolute.items()}, **{k: interval(v) for k, v in diff_abs.items()}}
-    below = tok["reward_minus_null"]["high"]
+                shares[kind] = {"reward": own, "null": null}
+                for key, value in (("reward", own), ("null", null), ("reward_minus_null", own - null)):
+                    span_rows[kind][key].append((value, prompt))
+        per_response.append(
+            {
+                "prompt": prompt,
+                "sample": r.get("sample"),
+                "n_tokens": n,
+                "tokens_for_80pct": {"reward": f, "null": fn, "random": fr},
+                "spans": shares,
+            }
+        )
+
+    def clustered(pairs: list) -> dict[str, Any]:
+        return cluster_interval([v for v, _ in pairs], [c for _, c in pairs])
+
+    spans = {kind: {key: clustered(v) for key, v in rows.items()} for kind, rows in span_rows.items()}
+    tok = {k: clustered(v) for k, v in frac.items()}
+    below_null, below_random = tok["reward_minus_null"]["high"], tok["reward_minus_random"]["high"]
     return {
         "responses": len(live),
+        "intervals": INTERVALS,
         "tokens_for_80pct": tok,
-        "tokens_for_80pct_abs": tok_abs,
+        "tokens_for_80pct_abs": {k: clustered(v) for k, v in absolute.items()},
         "spans": spans,
         "beats_null_on_span": {
             kind: (s["reward_minus_null"]["low"] is not None and s["reward_minus_null"]["low"] > 0)
             for kind, s in spans.items()
         },
-        "more_concentrated_than_null": below is not None and below < 0,
+        "more_concentrated_than_null": below_null is not None and below_null < 0,
+        "more_concentrated_than_random": below_random is not None and below_random < 0,
+        "per_response": per_response,
     }

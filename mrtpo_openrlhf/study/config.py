@@ -32,6 +32,8 @@
     primary_endpoint = "total"      # the held-out score the declared comparisons are judged on: "total" (the summed
                                     # reward) or "instruction_level" (the mean share of a prompt's rewards met, for
                                     # tasks whose prompts carry different numbers of rewards)
+    auc = "mean"                    # the report's training-curve AUC: mean over steps, or "trapezoid" / T
+    steps_to = "trailing3"          # steps to --threshold: a 3-step trailing mean's first, or "first" (the rate's)
 
 Every arm of one seed gets the same prompts, data order, rollout seed and initial model (``--train.seed``).
 """
@@ -56,6 +58,8 @@ from mrtpo_openrlhf.core.settings import (
 )
 from mrtpo_openrlhf.paths import REPO_ROOT
 from mrtpo_openrlhf.tasks import TASKS
+
+from .stats import AUC_RULES, STEPS_TO_RULES
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,8 @@ class StudyConfig:
     comparisons: list[str] = field(default_factory=list)
     comparison_seeds: dict[str, list[int]] = field(default_factory=dict)
     primary_endpoint: str = "total"
+    auc: str = "mean"
+    steps_to: str = "trailing3"
 
     def __post_init__(self):
         run = RUN_SETTINGS.get(self.backend)
@@ -260,4 +266,8 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
             raise ConfigError(f"{where}: {key} must be >= 1")
     if cfg.primary_endpoint not in PRIMARY_ENDPOINTS:
         raise ConfigError(f"{where}: primary_endpoint {cfg.primary_endpoint!r}: choose from {PRIMARY_ENDPOINTS}")
+    if cfg.auc not in AUC_RULES or cfg.steps_to not in STEPS_TO_RULES:
+        raise ConfigError(
+            f"{where}: auc {cfg.auc!r} / steps_to {cfg.steps_to!r}: choose from {sorted(AUC_RULES)} / {STEPS_TO_RULES}"
+        )
     return cfg

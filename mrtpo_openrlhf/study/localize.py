@@ -95,6 +95,7 @@ def localize(
             task=cfg.task,
             temperature=cfg.temperature,
         )
+        record_code(paths["summary"], study_dir, arm, seed, model)
         if results is not None:
             dst = results / "localization" / name
             dst.mkdir(parents=True, exist_ok=True)
@@ -105,6 +106,42 @@ def localize(
         done.append({"label": name, "out": out, "summary": json.loads(paths["summary"].read_text())})
         print(f"[study]   {name}: heatmap page {paths['html']}", flush=True)
     return done
+
+
+def base_of(study_dir: Path, arm: str, seed: int, model: str) -> str | None:
+    """Weights sha256 of the base model a localized model started from: the run's recorded base for a checkpoint,
+    the model's own weights for ``base``."""
+    import json
+
+    from .cold_start import ColdStartError, weights_sha256
+
+    if arm == BASE:
+        try:
+            return weights_sha256(Path(model))
+        except ColdStartError:  # a hub name or a folder without safetensors: nothing to hash here
+            return None
+    config = study_dir / arm / f"seed{seed}" / "config.json"
+    recorded = json.loads(config.read_text()).get("base_model") if config.is_file() else None
+    return (recorded or {}).get("weights_sha256")
+
+
+def record_code(summary: Path, study_dir: Path, arm: str, seed: int, model: str) -> None:
+    """Add to the summary's run record the commit (and dirtiness) of the code that localized, and the base model
+    (the tool study's plan, amendment 2: the commit is in each ``localization/<label>/summary.json``)."""
+    import json
+
+    from mrtpo_openrlhf.provenance import provenance
+
+    data = json.loads(summary.read_text(encoding="utf-8"))
+    prov = provenance()
+    data["run"] = {
+        **data.get("run", {}),
+        "commit": prov.get("commit") or "not recorded",
+        "dirty": prov.get("dirty"),
+        "commit_source": "recorded by study localize",
+        "base_model_sha256": base_of(study_dir, arm, seed, model),
+    }
+    summary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def screenshot(html: Path, png: Path, width: int = 1100, height: int = 1300, colors: int = 64) -> str:

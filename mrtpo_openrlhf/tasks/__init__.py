@@ -149,6 +149,8 @@ class Task:
         own converter and benchmark loaders).
     benchmarks: the ``Benchmark``s that score this task's skill (``eval/run.py --benchmark``).
     span_kinds: ``diagnostics.spans`` kinds measured for every reward (``target``: per constraint).
+    checker_spans: (reward, span kind) pairs: the span each reward's checker reads, on which a localization study
+        compares the reward's share of the distance with the null block's (rewards not named: none declared).
     format_tags: regular expressions of the layout tags the format verifier checks (the ``tags`` spans).
     constraint_specs: function ``(label, n_rewards) -> [(constraint id, kwargs) | None]`` (``target`` spans).
     example_responses: function ``(row) -> [response, ...]``, a right and a wrong one (benchmarks/rewards.py).
@@ -174,6 +176,7 @@ class Task:
     prompt_builder: str | None = None
     benchmarks: tuple[Benchmark, ...] = ()
     span_kinds: tuple[str, ...] = ("tags",)
+    checker_spans: tuple[tuple[str, str], ...] = ()
     format_tags: tuple[str, ...] = (THINK_TAGS,)
     constraint_specs: str | None = None
     example_responses: str | None = None

@@ -11,6 +11,7 @@ from mrtpo_openrlhf.diagnostics.spans import (
     tag_spans,
     token_char_offsets,
     tool_argument_spans,
+    tool_function_name_spans,
 )
 
 
@@ -70,6 +71,20 @@ def test_tool_arguments_single_call():
     ]
 
 
+def test_function_name_is_the_name_value_of_each_call():
+    """The function reward reads which function is called: the "name" value (not a name quoted in the reasoning)."""
+    assert texts(TOOL_RESPONSE, tool_function_name_spans(TOOL_RESPONSE)) == ['"get_weather"']
+    text = (
+        '<think>call "a"</think><tool_call>[{"name": "a", "arguments": {"x": 1.5}}, '
+        '{"arguments": {"y": null}, "name": "b_fn"}]</tool_call>'
+    )
+    assert texts(text, tool_function_name_spans(text)) == ['"a"', '"b_fn"']
+    assert (
+        tool_function_name_spans('<think>x</think><tool_call>{"name": "a", "arguments": {"x": 1,}}</tool_call>') == []
+    )
+    assert tool_function_name_spans('<think>x</think><tool_call>{"arguments": {}}</tool_call>') == []
+
+
 def test_tool_arguments_parallel_calls_and_invalid_json():
     text = (
         '<think>x</think><tool_call>[{"name": "a", "arguments": {"x": 1.5}}, '
@@ -125,7 +140,7 @@ def test_tags_follow_the_task_layout():
 
 def test_locate_spans_by_task():
     assert set(locate_spans("sql", SQL_RESPONSE)) == {"tags", "select_columns"}
-    assert set(locate_spans("tool", TOOL_RESPONSE)) == {"tags", "tool_arguments"}
+    assert set(locate_spans("tool", TOOL_RESPONSE)) == {"tags", "function_name", "tool_arguments"}
     out = locate_spans("instruction", f"x {END}", ("startend:end_checker", {"end_phrase": END}))
     assert texts(f"x {END}", out["target"]) == [END]
     with pytest.raises(ValueError, match="unknown task"):

@@ -160,3 +160,28 @@ def test_null_control_skips_pairs_without_a_null_or_distance():
     assert nc["responses"] == 1  # the first has no distance, the second no null
     assert nc["spans"]["target"]["reward"]["mean"] == 1.0 and nc["spans"]["target"]["null"]["mean"] == 0.0
     assert nc["beats_null_on_span"] == {"target": False}  # one response: no interval, no verdict
+
+
+def test_null_control_intervals_are_cluster_robust_over_prompts():
+    """Four responses from two prompts: each interval is the t-interval of the two per-prompt means (1 df), not of
+    the four responses (3 df); each response's values and prompt are kept for a report to recompute from."""
+    from scipy import stats as sps
+
+    mask = [False, False, False, True]
+    profiles = [([0, 0, 1, 3], 0), ([0, 0, 0, 2], 0), ([1, 1, 1, 1], 1), ([0, 1, 0, 3], 1)]
+    recs = []
+    for k, (q, prompt) in enumerate(profiles):
+        rec = _pair(q, [1, 1, 1, 1], mask)
+        recs.append({**rec, "prompt_index": prompt, "sample": k % 2, "response_index": k})
+    nc = null_control(recs)
+    diffs = [r["stats"]["spans"]["target"]["distance_share"] - 0.25 for r in recs]  # null share on the span: 1/4
+    means = [(diffs[0] + diffs[1]) / 2, (diffs[2] + diffs[3]) / 2]
+    lo, hi = sps.t.interval(0.95, 1, loc=sum(means) / 2, scale=sps.sem(means))
+    got = nc["spans"]["target"]["reward_minus_null"]
+    assert got["clusters"] == 2 and got["low"] == pytest.approx(lo) and got["high"] == pytest.approx(hi)
+    naive = sps.t.interval(0.95, 3, loc=sum(diffs) / 4, scale=sps.sem(diffs))
+    assert got["low"] != pytest.approx(naive[0])
+    assert [r["prompt"] for r in nc["per_response"]] == [0, 0, 1, 1]
+    assert nc["per_response"][0]["spans"]["target"] == {"reward": 0.75, "null": 0.25}
+    assert nc["per_response"][0]["tokens_for_80pct"]["reward"] == pytest.approx(0.5)
+    assert "cluster-robust over prompts" in nc["intervals"]

@@ -1,8 +1,10 @@
 """``study localize``: diagnose a run's checkpoint, keep its summary beside the results, and the report shows it."""
 
 import json
+import math
 import shutil
 
+import numpy as np
 import pytest
 
 from mrtpo_openrlhf.study.__main__ import main
@@ -63,10 +65,15 @@ def test_localize_checkpoint_and_report(tmp_path, tiny_model_dir):
     rows = [line for line in table.splitlines() if line.startswith("| mrtpo-seed1 |")]
     assert len(rows) == len(summary["rewards"]) >= 1
     # and one row per reward against its null block (the summary's null_control)
-    null_rows = [
-        line for line in null_table.split("## The paper")[0].splitlines() if line.startswith("| mrtpo-seed1 |")
-    ]
+    null_rows = [line for line in null_table.split("### Claim 1")[0].splitlines() if line.startswith("| mrtpo-seed1 |")]
     assert len(null_rows) == len(summary["null_control"]) == len(summary["rewards"])
+    # the commit it ran from is in its run record (the tool plan's amendment 2), and each response's values with
+    # its prompt, so the report judges it with intervals over prompts
+    run = summary["run"]
+    assert len(run["commit"]) == 40 and run["commit_source"] == "recorded by study localize"
+    assert "base_model_sha256" in run
+    assert all("per_response" in nc for nc in summary["null_control"].values())
+    assert "Means with 95% cluster-robust intervals over prompts" in null_table.split("### Claim 1")[0]
     # the heatmap picture, when a browser took it, is linked from the report
     assert ("localization/mrtpo-seed1/heatmap.png" in text) == (kept / "heatmap.png").is_file()
     (kept / "heatmap.png").write_bytes(b"png")
@@ -112,3 +119,110 @@ def test_localize_rejects_unknown_arm(tmp_path):
     cfg.write_text(CONFIG)
     with pytest.raises(SystemExit):
         main(["localize", str(cfg), "--arms", "ppo"])
+
+
+# ------------------------------------------------------------------------- claim 1 by the plan's rule, in the report
+def _legacy_interval(values):
+    """An interval as summaries written before 2026-12-05 hold it: over responses, the normal's 1.96 beyond 30 df."""
+    from mrtpo_openrlhf.study.stats import legacy_t975
+
+    v = np.asarray(values, dtype=float)
+    half = legacy_t975(v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
+    return {"n": int(v.size), "mean": float(v.mean()), "low": float(v.mean() - half), "high": float(v.mean() + half)}
+
+
+def _write_localization(root, label, null_control, samples=4):
+    d = root / "localization" / label
+    d.mkdir(parents=True)
+    run = {"model": "m", "null block": "The museum opens at nine."}
+    (d / "summary.json").write_text(json.dumps({"run": run, "rewards": {}, "null_control": null_control}))
+    setup = {"data": "/x/train.jsonl", "prompts": 8, "samples": samples, "seed": 7}
+    (d / "probe.json").write_text(json.dumps({"setup": setup}))
+
+
+def test_claim_1_applies_the_plans_two_part_rule_to_committed_summaries(tmp_path):
+    """Summaries with only intervals over responses (as committed): the rule needs the span share above the null's
+    AND fewer tokens for 80% than the null's and the random profile's. format: both -> passes; correctness: span
+    yes, tokens no -> fails (the relaxed reading would have passed it); function: its span (function_name) never
+    measured -> untested, not failed. The intervals are rescaled from 1.96 to Student's t (2.040 at 31 df)."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(0)
+    span = rng.normal(0.2, 0.05, 32)  # reward - null share on the checker's span: clearly above 0
+    fewer = rng.normal(-0.03, 0.01, 32)  # reward - null tokens for 80%: below 0
+    more = rng.normal(0.04, 0.01, 32)  # above 0
+    random = rng.normal(-0.2, 0.02, 32)
+    tok = lambda d: {"reward_minus_null": _legacy_interval(d), "reward_minus_random": _legacy_interval(random)}  # noqa: E731
+    nc = {
+        "format": {"tokens_for_80pct": tok(fewer), "spans": {"tags": {"reward_minus_null": _legacy_interval(span)}}},
+        "correctness": {
+            "tokens_for_80pct": tok(more),
+            "spans": {"tool_arguments": {"reward_minus_null": _legacy_interval(span)}},
+        },
+        "function": {"tokens_for_80pct": tok(fewer), "spans": {"tags": {"reward_minus_null": _legacy_interval(-span)}}},
+    }
+    for k in nc.values():
+        k.update(responses=32, tokens_for_80pct_abs=k["tokens_for_80pct"])
+    results = tmp_path / "results"
+    results.mkdir()
+    make_runs(results)
+    (results / "study.json").write_text(json.dumps({"name": "loc", "steps": 3, "task": "tool"}))
+    _write_localization(results, "base", nc)
+    text = write_report(results).read_text()
+    rows = {
+        line.split(" | ")[1]: line for line in text.split("### Claim 1")[1].splitlines() if line.startswith("| base |")
+    }
+    assert rows["format"].split(" | ")[6] == "passes"
+    assert rows["correctness"].split(" | ")[6] == "fails"
+    assert rows["function"].split(" | ")[2:4] == ["`function_name`", "not measured"]
+    assert rows["function"].split(" | ")[6] == "untested"
+    # the span interval shown is the t-interval over the 32 responses (scipy), not the stored 1.96 one
+    lo, hi = sps.t.interval(0.95, 31, loc=span.mean(), scale=sps.sem(span))
+    assert rows["format"].split(" | ")[3] == f"{100 * span.mean():.1f}% [{100 * lo:.1f}%, {100 * hi:.1f}%]"
+    summary = json.loads((results / "summary.json").read_text())
+    claim = next(c for c in summary["claims"] if c["claim"].startswith("1."))
+    assert claim["verdict"] == "by the plan's rule: correctness 0 of 1, format 1 of 1; function untested"
+    assert "Exploratory, not the plan's rule" in claim["evidence"] and "untested, not negative" in claim["evidence"]
+    # what the committed intervals can support: cluster-robust intervals cannot be computed, the worst case can
+    assert "cannot be computed from what is committed" in text and "worst case" in text
+    assert "All 1 models were localized on the same 8 prompts" in text
+
+
+def test_claim_1_is_judged_cluster_robust_when_per_response_values_are_kept(tmp_path):
+    """A summary with per-response values and prompt ids (what study localize writes now): the rule's intervals are
+    recomputed over the 8 prompts; with identical responses per prompt they equal the t-interval of the 8 prompt
+    means (7 df), which here is wide enough that a difference clearly above 0 over 32 'independent' responses is not."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(1)
+    per_prompt = rng.normal(0.02, 0.05, 8)  # the reward - null share differs by prompt, not within
+    rows = []
+    for prompt in range(8):
+        for sample in range(4):
+            share = 0.3 + per_prompt[prompt]
+            rows.append(
+                {
+                    "prompt": prompt,
+                    "sample": sample,
+                    "n_tokens": 50,
+                    "tokens_for_80pct": {"reward": 0.2, "null": 0.25 + 0.001 * sample, "random": 0.44},
+                    "spans": {"tags": {"reward": share, "null": 0.3}},
+                }
+            )
+    nc = {"format": {"responses": 32, "per_response": rows, "tokens_for_80pct": {}, "tokens_for_80pct_abs": {}}}
+    nc["format"]["spans"] = {}
+    results = tmp_path / "results"
+    results.mkdir()
+    make_runs(results)
+    (results / "study.json").write_text(json.dumps({"name": "loc", "steps": 3, "task": "tool"}))
+    _write_localization(results, "gdpo-seed1", nc)
+    text = write_report(results).read_text()
+    row = next(line for line in text.split("### Claim 1")[1].splitlines() if line.startswith("| gdpo-seed1 | format"))
+    lo, hi = sps.t.interval(0.95, 7, loc=per_prompt.mean(), scale=sps.sem(per_prompt))
+    assert row.split(" | ")[3] == f"{100 * per_prompt.mean():.1f}% [{100 * lo:.1f}%, {100 * hi:.1f}%]"
+    naive = np.repeat(per_prompt, 4)
+    n_lo, _ = sps.t.interval(0.95, 31, loc=naive.mean(), scale=sps.sem(naive))
+    assert lo < 0 < n_lo  # over responses it would pass its span part; over prompts it does not
+    assert (
+        row.split(" | ")[6].strip(" |") == "fails" and "worst-case" not in text.split("### Claim 1")[1].split("\n\n")[1]
+    )

@@ -90,10 +90,11 @@ def test_report_tables_claims_and_copies(tmp_path):
     assert summary["primary_endpoint"] == "summed reward, training AUC"
     d = summary["declared"]["mrtpo - gdpo"]
     assert d["p_signflip"] == pytest.approx(2 / 256) and d["p_holm"] == pytest.approx(4 * 2 / 256)
-    # MRTPO's format AUC - GDPO's: (0.10 - 0.05) * mean(1..6) = 0.175
+    # MRTPO's format AUC - GDPO's (the default AUC, the mean over steps): (0.10 - 0.05) * mean(1..6) = 0.175
     p = summary["comparisons"]["mrtpo - gdpo | format, training AUC"]
     assert p["mean"] == pytest.approx(0.175, abs=0.01) and p["wins"] == 8
-    assert p["boot_low"] is not None  # 8 seeds: the bootstrap is shown
+    assert "boot_low" not in p  # no bootstrap: the plan rules it out
+    assert p["seeds"] == list(SEEDS8)
     assert "| mrtpo | 8 |" in text and "![curves](curves.png)" in text
     assert (out / "curves.png").stat().st_size > 10_000
     assert (out / "runs" / "mrtpo" / "seed2" / "metrics.jsonl").is_file()
@@ -109,7 +110,8 @@ def test_three_seeds_cannot_decide_and_no_bootstrap(tmp_path):
     assert {c["verdict"] for c in summary["claims"] if c["claim"][:2] in ("2.", "3a", "3b")} == {"not resolved"}
     assert "smallest possible two-sided p is 2/2^3 = 0.250" in text
     assert "bootstrap" not in text.split("## Secondary comparisons")[1].split("\n")[2]  # no bootstrap column
-    assert all(p["boot_low"] is None for p in summary["comparisons"].values())
+    assert all("boot_low" not in p for p in summary["comparisons"].values())
+    assert "bootstrap 95%" not in text
 
 
 def test_heldout_is_the_primary_endpoint(tmp_path):
@@ -551,3 +553,100 @@ def test_a_seed_run_on_one_side_only_is_named(tmp_path):
     line = next(x for x in md.splitlines() if "on one side only" in x)
     assert line.endswith(": mrtpo - gdpo seed 4 (gdpo only), mrtpo - mrtpo-shuffle seed 4 (mrtpo-shuffle only).")
     assert "grpo seed" not in md
+
+
+def test_primary_table_states_the_detectable_effect_and_its_share_of_the_rl_gain(tmp_path):
+    """The plan promised the detectable effect at the observed sd: a column (at 0.05 and at Holm's first
+    threshold 0.05/4) and a line per comparison with its share of what RL gained over the base before RL."""
+    from scipy import stats as sps
+
+    src = make_study(tmp_path / "study", heldout=True)
+    for arm in SLOPES:
+        for seed in (1, 2, 3):
+            (src / arm / f"seed{seed}" / "config.json").write_text(
+                json.dumps({"base_model": {"weights_sha256": "1" * 64}})
+            )
+    f = src / "mrtpo" / "seed2" / "heldout.json"  # spread the paired differences so the sd is not 0
+    h = json.loads(f.read_text())
+    f.write_text(json.dumps(dict(h, total=h["total"] + 0.2)))
+    (src / "heldout_base.json").write_text(json.dumps({"rewards": {"format": 0.1, "correct": 0.2}, "total": 0.5}))
+    text = write_report(src, tmp_path / "out").read_text()
+    head = next(line for line in text.splitlines() if line.startswith("| A - B | endpoint |"))
+    assert "detectable at 0.05 / 0.05/4 (80% power)" in head and "bootstrap" not in head
+    # by hand: mrtpo - gdpo per seed 0.5 + (0, 0.2, 0) -> sd 0.11547; a Monte-Carlo-free reference: the noncentral t
+    d = np.array([0.5, 0.7, 0.5])
+    sd = d.std(ddof=1)
+    delta = float(
+        next(tok for tok in text.split("mrtpo - gdpo: at the observed seed sd")[1].split() if tok[0].isdigit())
+    )
+    assert delta == pytest.approx(0.115, abs=1e-3)  # the sd as printed
+    crit = sps.t.ppf(0.975, 2)
+    line = text.split("mrtpo - gdpo: at the observed seed sd")[1].split(". ")[0]
+    shown = float(line.split("true difference of ")[1].split(" ")[0])
+    nc = shown * math.sqrt(3) / sd
+    assert sps.nct.sf(crit, 2, nc) == pytest.approx(0.8, abs=0.01)
+    # RL's gain for gdpo: its held-out total (1.5 + 0.01 seed, mean 1.52) minus 0.5 before RL
+    assert "of the 1.020 that RL gained over the base for gdpo" in line
+
+
+def test_steps_to_threshold_and_auc_follow_the_plan(tmp_path):
+    """A config with the tool plan's definitions (``auc = "trapezoid"``, ``steps_to = "first"``): steps to format
+    >= threshold is the first step reaching it, a run that never does counted as steps + 1, in claim 2b's per-seed
+    list and the arm table's mean (not a 3-step trailing mean); the AUC is the trapezoid / T (not the mean)."""
+    src = make_study(tmp_path / "study", seeds=SEEDS8)
+    plan = json.loads((src / "study.json").read_text())
+    (src / "study.json").write_text(json.dumps(dict(plan, auc="trapezoid", steps_to="first")))
+    rates = {1: [0.1, 0.9, 0.1, 0.1, 0.1, 0.1], 2: [0.1] * 6, 3: [0.1, 0.1, 0.1, 0.9, 0.9, 0.9]}
+    for seed, curve in rates.items():
+        m = src / "grpo" / f"seed{seed}" / "metrics.jsonl"
+        rows = [dict(r, **{"reward/format/mean": v}) for r, v in zip(read_rows(m), curve)]
+        m.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = write_report(src, tmp_path / "out", format_reward="format", threshold=0.8).read_text()
+    claim = next(line for line in text.splitlines() if line.startswith("| 2b."))
+    assert "first reaches 0.8 (censored at 7)" in claim and "grpo: 2, 7 (never), 4, 7 (never)" in claim
+    grpo = next(line for line in text.split("## Per arm")[1].splitlines() if line.startswith("| grpo |"))
+    # seeds 4-8 of the fixture (0.2 + 0.02 t) never reach 0.8 in 6 steps: 7 each
+    assert f"| {(2 + 7 + 4 + 5 * 7) / 8:.1f} (2/8 reached) |" in grpo
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    p = summary["comparisons"]["mrtpo - gdpo | format, training AUC"]
+    assert p["mean"] == pytest.approx(0.05 * 17.5 / 6, abs=0.01)  # (0.10 - 0.05) x the trapezoid of t over 1-6 / 6
+    assert "AUC = the trapezoid over steps 1-6 divided by 6" in text
+    # the default (no keys): the 3-step trailing mean, never-reached runs left out of the mean
+    plain = write_report(make_study(tmp_path / "plain"), tmp_path / "out2", format_reward="format", threshold=0.8)
+    assert "(3-step trailing mean)" in plain.read_text() and "AUC = mean over steps" in plain.read_text()
+
+
+def test_step_time_pairs_only_runs_made_back_to_back(tmp_path):
+    """Seed 2's GDPO run ended 10 h before its MRTPO run began (another sitting, another machine): its step-time
+    ratio is left out of the mean and named with its gap; seeds 1 and 3 ran back to back and are paired."""
+    src = make_study(tmp_path / "study", provenance=True)
+    for arm, seed, end in (("gdpo", 2, "2026-12-03 08:00:00"), ("mrtpo", 2, "2026-12-03 18:30:00")):
+        (src / arm / f"seed{seed}" / "result.json").write_text(json.dumps({"seconds": 1800.0, "finished": end}))
+    m = src / "mrtpo" / "seed2" / "metrics.jsonl"
+    m.write_text("".join(json.dumps(dict(r, **{"timing/step_wall": 5.0})) + "\n" for r in read_rows(m)))
+    text = write_report(src, tmp_path / "out").read_text()
+    cost = json.loads((tmp_path / "out" / "summary.json").read_text())["step_cost"]
+    assert cost["per_seed"] == pytest.approx([1.15, 1.15]) and cost["ratio_mean"] == pytest.approx(1.15)
+    assert cost["not_back_to_back"] == ["seed 2 (10.0 h apart; MRTPO / GDPO 0.50)"]
+    assert "did not run back to back" in text and "| 2 |" not in text.split("## Step cost")[1].split("\n\n")[1]
+
+
+def test_heldout_set_is_described_by_the_categories_it_scores(tmp_path):
+    """The scored prompts are the held-out file's first N rows: the report counts their categories and names the
+    training pool's categories none of them has (the tool study: 64 simple_python, no multiple)."""
+    src = make_study(tmp_path / "study", heldout=True)
+    rows = [{"prompt": "p", "label": json.dumps({"category": c})} for c in ["simple_python"] * 3 + ["multiple"]]
+    held = tmp_path / "heldout.jsonl"
+    held.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows[::-1] + [{"label": {"category": "java"}}]))
+    plan = json.loads((src / "study.json").read_text())
+    (src / "study.json").write_text(json.dumps(dict(plan, data=str(train))))
+    for arm, seed in ((a, s) for a in SLOPES for s in (1, 2, 3)):
+        f = src / arm / f"seed{seed}" / "heldout.json"
+        f.write_text(json.dumps(dict(json.loads(f.read_text()), setup={"data": str(held), "prompts": 3})))
+    text = write_report(src, tmp_path / "out").read_text()
+    assert (
+        "The scored prompts (the file's first 3): 3 `simple_python`; none of `java` (the training pool has 1), "
+        "`multiple` (the training pool has 1)." in text
+    )

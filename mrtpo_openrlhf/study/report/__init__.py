@@ -23,6 +23,7 @@ from ..config import ARMS
 from ..stats import ALPHA
 from .claims import caveats, claims
 from .endpoints import _paired_record, declared_results, primary_endpoint, secondary_results
+from .localization import null_control_section
 from .plan import amended_plan, declared_comparisons, exclusions, exploratory_comparisons
 from .plots import plot_curves
 from .runs import ReportError, _read_json, _shown, copy_small_files, load_study, superseded_runs
@@ -32,7 +33,6 @@ from .sections import (
     claims_section,
     comparison_rows,
     localization_table,
-    null_control_section,
     planned_runs,
     primary_section,
     probe_section,
@@ -105,15 +105,25 @@ def write_report(
         md += ["## What the base model can learn (probe at step 0)", ""] + probe_section(probe_files)
     md += primary_section(study, declared, primary, source, alpha)
     md += ["", "## Curves", "", "![curves](curves.png)", ""]
-    md += ["## Per arm, training (mean over seeds; final = last logged step; AUC = mean over steps)", ""]
-    md += arm_table(study.runs, study.names, study.steps, format_reward, threshold, study.cpu_label, study.base_short)
+    md += per_arm_heading(study.steps, config, format_reward, threshold)
+    md += arm_table(
+        study.runs,
+        study.names,
+        study.steps,
+        format_reward,
+        threshold,
+        study.cpu_label,
+        study.base_short,
+        config.get("auc", "mean"),
+        config.get("steps_to", "trailing3"),
+    )
     md += [""]
     md += ["## Secondary comparisons (A - B paired by seed; unadjusted; they describe, no verdicts)", ""]
     md += comparison_rows(secondary, False, alpha, with_verdict=False) + [""]
     md += cost_md
     md += ["## Localization during training (replayed pairs, MRTPO arms)", ""]
     md += localization_table(study.runs, study.names, study.steps)
-    md += [""] + checkpoint_localization_section(out, study.runs) + null_control_section(out) + [""]
+    md += [""] + checkpoint_localization_section(out, study.runs) + null_control_section(out, config.get("task")) + [""]
     md += claims_section(verdicts, alpha)
     md += ["", "## What these verdicts do not show", ""] + [
         f"- {c}" for c in caveats(study, declared, primary, secondary, alpha)
@@ -139,6 +149,32 @@ def write_report(
     }
     (out / "summary.json").write_text(json.dumps(_finite_json(summary), indent=2) + "\n")
     return out / "report.md"
+
+
+def per_arm_heading(steps: int, config: dict, format_reward: str | None, threshold: float) -> list[str]:
+    """The per-arm table's heading: how its AUC and steps-to-threshold are computed (the config's ``auc`` and
+    ``steps_to``; a preregistered plan may define them)."""
+    if config.get("auc", "mean") == "mean" and config.get("steps_to", "trailing3") == "trailing3":
+        return ["## Per arm, training (mean over seeds; final = last logged step; AUC = mean over steps)", ""]
+    auc = {"mean": "the mean over steps", "trapezoid": f"the trapezoid over steps 1-{steps} divided by {steps}"}
+    reach = {
+        "trailing3": "the first step whose 3-step trailing mean reaches it",
+        "first": f"the first step whose training pass rate reaches it, a run that never does counted as {steps + 1} "
+        "(censored) in the mean",
+    }
+    return [
+        "## Per arm, training (mean over seeds; final = last logged step)",
+        "",
+        f"As the config defines them (`auc = {config.get('auc', 'mean')!r}`, `steps_to = "
+        f"{config.get('steps_to', 'trailing3')!r}`, the plan's definitions): AUC = {auc[config.get('auc', 'mean')]}"
+        + (
+            f"; steps to {format_reward} >= {threshold} = {reach[config.get('steps_to', 'trailing3')]}"
+            if format_reward
+            else ""
+        )
+        + ".",
+        "",
+    ]
 
 
 def _declared_record(p, alpha: float) -> dict | None:

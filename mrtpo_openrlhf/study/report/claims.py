@@ -8,7 +8,7 @@ from typing import Any
 from ..stats import Paired, area, steps_to
 from .endpoints import LENGTH, Endpoint, compare
 from .plan import planned_seeds
-from .runs import Study, curves, load_null_controls, per_seed
+from .runs import Study, curves, per_seed
 from .text import _fmt, _interval, _mean, _p, _sd, _signed
 
 
@@ -58,43 +58,33 @@ def _combine(states: list[str]) -> str:
 
 
 def localization_claim(study: Study) -> dict[str, str]:
-    """Claim 1 against the null controls of ``study localize`` where they were run, else the training-time
-    tokens-for-80% with the warning that without a null it does not show localization."""
-    loc = load_null_controls(study.folder)
-    if loc:
-        parts = []
-        for label, rewards in loc.items():
-            for name, nc in sorted(rewards.items()):
-                beats = [k for k, ok in nc.get("beats_null_on_span", {}).items() if ok]
-                conc = nc.get("more_concentrated_than_null")
-                span = "beats its null on " + ", ".join(beats) if beats else "does not beat its null on a span"
-                parts.append(f"{label} {name}: {span}{', more concentrated than its null' if conc else ''}")
-        verdict = "see numbers"
-        evidence = "final checkpoints, reward vs null (95% intervals over responses): " + "; ".join(parts)
-    else:
-        tok = {
-            n: _mean(
-                [
-                    v
-                    for rows in study.runs.get("mrtpo", {}).values()
-                    for r in rows
-                    if isinstance(v := r.get(f"mrtpo/{n}/tokens_for_80pct"), float)
-                ]
-            )
-            for n in study.names
-        }
-        measured = "; ".join(f"{n}: {_fmt(v, 3, pct=True)}" for n, v in tok.items() if not math.isnan(v))
-        verdict = "no null control"
-        evidence = (
-            f"MRTPO arm, replayed pairs during training, tokens for 80%: {measured or 'not measured'}. No null "
-            "control recorded, so this cannot be read as localization: a position-free random profile (i.i.d. "
-            "exponential per token) already needs about 44% of the tokens"
+    """Claim 1 by the plan's rule on the null controls of ``study localize`` where they were run
+    (``localization.localization_claim``), else the training-time tokens-for-80% with the warning that without a
+    null it does not show localization."""
+    from .localization import localization_claim as by_rule
+
+    judged = by_rule(study.folder, study.config.get("task"))
+    if judged is not None:
+        return judged
+    tok = {
+        n: _mean(
+            [
+                v
+                for rows in study.runs.get("mrtpo", {}).values()
+                for r in rows
+                if isinstance(v := r.get(f"mrtpo/{n}/tokens_for_80pct"), float)
+            ]
         )
+        for n in study.names
+    }
+    measured = "; ".join(f"{n}: {_fmt(v, 3, pct=True)}" for n, v in tok.items() if not math.isnan(v))
     return {
         "claim": "1. Localization: a reward's distance sits on the span its checker reads, beyond a null block "
         "removed the same way (paper: 80% of the distance on 26-29% of the tokens on SQL)",
-        "verdict": verdict,
-        "evidence": evidence,
+        "verdict": "no null control",
+        "evidence": f"MRTPO arm, replayed pairs during training, tokens for 80%: {measured or 'not measured'}. No null "
+        "control recorded, so this cannot be read as localization: a position-free random profile (i.i.d. "
+        "exponential per token) already needs about 44% of the tokens",
     }
 
 
@@ -147,16 +137,23 @@ def claims(
     )
     if format_reward:
         key = f"reward/{format_reward}/mean"
+        rule = study.config.get("steps_to", "trailing3")
         reach = {
-            arm: [steps_to(row, threshold) for row in curves(study.runs, arm, key, study.steps)[1]]
+            arm: [steps_to(row, threshold, rule) for row in curves(study.runs, arm, key, study.steps)[1]]
             for arm in study.runs
         }
-        txt = "; ".join(
-            f"{arm}: {', '.join(str(s) if s else f'>{study.steps}' for s in v)}" for arm, v in reach.items()
+        never = f"{study.steps + 1} (never)" if rule == "first" else f">{study.steps}"
+        txt = "; ".join(f"{arm}: {', '.join(str(s) if s else never for s in v)}" for arm, v in reach.items())
+        how = (
+            f"first reaches {threshold} (censored at {study.steps + 1})"
+            if rule == "first"
+            else f">= {threshold} (3-step trailing mean)"
         )
         out.append(
             {
-                "claim": f"2b. Steps to {format_reward} >= {threshold} (3-step trailing mean), per seed (secondary)",
+                "claim": f"2b. Steps until the {format_reward} rate {how}, per seed (secondary)"
+                if rule == "first"
+                else f"2b. Steps to {format_reward} {how}, per seed (secondary)",
                 "verdict": "see numbers",
                 "evidence": txt,
             }

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..stats import Paired, area, heldout_noise, holm, noise_floor, paired
+from ..stats import AUC_RULES, Paired, heldout_noise, holm, noise_floor, paired
 from .plan import planned_seeds
 from .runs import TOTAL, Study, _last, length_key, per_seed, series
 
@@ -25,8 +25,9 @@ def _paired_record(p: Paired | None) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """What is compared: ``heldout`` (the final checkpoint on unseen prompts), ``auc`` (mean over training steps)
-    or ``final`` (the last training step), of ``name`` (a reward, ``total``, or ``length``)."""
+    """What is compared: ``heldout`` (the final checkpoint on unseen prompts), ``auc`` (over training steps, as the
+    config's ``auc`` says: ``auc_rule``) or ``final`` (the last training step), of ``name`` (a reward, ``total``, or
+    ``length``)."""
 
     kind: str
     name: str
@@ -65,7 +66,12 @@ def endpoint_values(study: Study, arm: str, ep: Endpoint) -> dict[int, float]:
     key = _metric_key(study, ep.name)
     if key is None:
         return {}
-    return per_seed(study.runs, arm, key, study.steps, area if ep.kind == "auc" else _last)
+    return per_seed(study.runs, arm, key, study.steps, auc_rule(study) if ep.kind == "auc" else _last)
+
+
+def auc_rule(study: Study):
+    """The training-curve AUC the study's config names (``auc``: the mean over steps by default)."""
+    return AUC_RULES[study.config.get("auc", "mean")]
 
 
 def _seed_noise(study: Study, a: str, b: str, seeds: Sequence[int], ep: Endpoint) -> float:
@@ -74,7 +80,7 @@ def _seed_noise(study: Study, a: str, b: str, seeds: Sequence[int], ep: Endpoint
         key = _metric_key(study, ep.name)
         ca = [series(study.runs[a][s], key, study.steps) for s in seeds]
         cb = [series(study.runs[b][s], key, study.steps) for s in seeds]
-        return noise_floor(ca, cb, ep.kind)
+        return noise_floor(ca, cb, ep.kind, study.config.get("auc", "mean"))
     per = []
     for s in seeds:
         ha, hb = study.file(a, s, "heldout"), study.file(b, s, "heldout")
@@ -102,6 +108,7 @@ def compare(study: Study, a: str, b: str, ep: Endpoint, excluded=None) -> Paired
         return None
     p = paired(np.array([va[s] for s in seeds]), np.array([vb[s] for s in seeds]))
     p.noise = _seed_noise(study, a, b, seeds, ep)
+    p.seeds = seeds
     return p
 
 

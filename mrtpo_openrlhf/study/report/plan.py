@@ -55,13 +55,16 @@ def planned_seeds(config: dict[str, Any], a: str, b: str) -> list[int]:
 # the keys of a study config that say what is run and compared, not how a run trains: an amended plan
 # (``study report --config``) may change these and nothing else
 PLAN_KEYS = ("seeds", "arm_seeds", "comparisons", "comparison_seeds")
+# how the report computes an endpoint the plan defines (never how a run trains): a config may state them for runs
+# whose study.json predates the keys
+REPORT_KEYS = ("auc", "steps_to", "primary_endpoint")
 
 
 def amended_plan(config_file: Path, as_run: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The study config at ``config_file`` (TOML, validated) and the plan keys in which it differs from
     ``as_run`` (the runs' ``study.json``); any other difference is an error, since its runs would not be the
     runs the config describes."""
-    from ..config import ConfigError, load_config
+    from ..config import ConfigError, StudyConfig, load_config
 
     try:
         plan = load_config(config_file).to_dict()
@@ -69,14 +72,19 @@ def amended_plan(config_file: Path, as_run: dict[str, Any]) -> tuple[dict[str, A
         raise ReportError(f"--config: {exc}") from None
     if not as_run:
         raise ReportError(f"--config {config_file}: the study folder has no study.json to check it against")
-    other = sorted(k for k in set(plan) | set(as_run) if k not in PLAN_KEYS and plan.get(k) != as_run.get(k))
+    defaults = {k: f.default for k, f in StudyConfig.__dataclass_fields__.items()}
+    for key in REPORT_KEYS:  # a key newer than the runs, left at its default, is not an amendment
+        if key not in as_run and plan.get(key) == defaults[key]:
+            plan.pop(key, None)
+    free = (*PLAN_KEYS, *REPORT_KEYS)
+    other = sorted(k for k in set(plan) | set(as_run) if k not in free and plan.get(k) != as_run.get(k))
     if other:
         shown = "; ".join(f"{k}: {plan.get(k)!r} vs {as_run.get(k)!r} as run" for k in other)
         raise ReportError(
             f"--config {config_file} differs from the runs' study.json beyond the plan keys {', '.join(PLAN_KEYS)}: "
             f"{shown}"
         )
-    return plan, [k for k in PLAN_KEYS if plan.get(k, {}) != as_run.get(k, {})]
+    return plan, [k for k in free if plan.get(k, {}) != as_run.get(k, {})]
 
 
 def declared_comparisons(config: dict[str, Any], given: str | None) -> tuple[list[tuple[str, str]], str]:

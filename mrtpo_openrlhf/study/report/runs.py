@@ -202,6 +202,16 @@ def checkout_relative(path: str | None) -> str | None:
     return f"{PACKAGE_DIR}/{tail}" if sep else path
 
 
+def repo_path(path: str | None) -> Path | None:
+    """``path`` (absolute, or relative to the repository root) when it is a file here, else None."""
+    if not path:
+        return None
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        candidate = Path(__file__).resolve().parents[3] / candidate
+    return candidate if candidate.is_file() else None
+
+
 def copy_small_files(study: Study, root: Path, out: Path, study_file: Path) -> None:
     """Copy what a results folder keeps (each run's small files, the config, the localization outputs, the prompt
     lists) from the study into ``out``, unless ``out`` is the study itself."""
@@ -226,10 +236,3 @@ def copy_small_files(study: Study, root: Path, out: Path, study_file: Path) -> N
         for src in sorted((study.folder / "prompts").glob("seed*.json")):
             (out / "prompts").mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, out / "prompts" / src.name)
-
-
-def load_null_controls(folder: Path) -> dict[str, dict[str, Any]]:
-    """label -> the ``null_control`` of its ``localization/<label>/summary.json`` (labels without one left out)."""
-    from ..localize import load_localization
-
-    return {label: s["null_control"] for label, s in load_localization(folder).items() if s.get("null_control")}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Sequence
 
 from mrtpo_openrlhf.metrics import first_key
 
 from ..config import ARMS, method_arm
-from ..stats import BOOTSTRAP_MIN_SEEDS, Paired, area, steps_to, t_interval
+from ..stats import AUC_RULES, Paired, area, detectable_effect, steps_to, t_interval
 from .endpoints import Endpoint
 from .runs import (
     STEP_TIME_KEYS,
@@ -25,25 +26,28 @@ from .runs import (
     replaying_arms,
     series,
 )
-from .text import _ci, _fmt, _interval, _mean, _p, _sd, _signed
+from .text import _fmt, _interval, _mean, _p, _sd, _signed
 
 
-def comparison_rows(results: dict[str, Paired], with_holm: bool, alpha: float, with_verdict: bool = True) -> list[str]:
+def comparison_rows(
+    results: dict[str, Paired], with_holm: bool, alpha: float, with_verdict: bool = True, family: int = 0
+) -> list[str]:
     """A markdown table of paired comparisons; ``with_verdict`` False for secondary ones, which describe and
-    never decide (no verdict column)."""
-    boot = any(p.n >= BOOTSTRAP_MIN_SEEDS for p in results.values())
+    never decide (no verdict column). ``with_holm``: the declared family of ``family`` comparisons, with the
+    detectable effect (``stats.detectable_effect``) at ``alpha`` and at Holm's first threshold ``alpha / family``.
+    No bootstrap column: the plan rules it out."""
     head = ["A - B", "endpoint", "seeds", "mean", "95% t-interval", "noise floor", "seed sd", "sign-flip p"]
-    head += (["Holm p"] if with_holm else []) + (["bootstrap 95%"] if boot else []) + ["A higher in"]
-    head += ["verdict"] if with_verdict else []
+    head += ["Holm p", f"detectable at {alpha} / {alpha}/{family} (80% power)"] if with_holm else []
+    head += ["A higher in"] + (["verdict"] if with_verdict else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, p in results.items():
         pair, ep = label.split(" | ")
         t_ci = _interval(p.t_low, p.t_high) if p.n > 1 else "–"
         cells = [pair, ep, str(p.n), _signed(p.mean), t_ci, _fmt(p.noise), _fmt(_sd(p)), _p(p.p_signflip)]
         if with_holm:
-            cells.append(_p(p.p_holm))
-        if boot:
-            cells.append(_interval(p.boot_low, p.boot_high) if p.n >= BOOTSTRAP_MIN_SEEDS else "–")
+            sd = _sd(p)
+            first = detectable_effect(sd, p.n, alpha / max(1, family))
+            cells += [_p(p.p_holm), f"{_fmt(detectable_effect(sd, p.n, alpha))} / {_fmt(first)}"]
         cells += [f"{p.wins}/{p.n}"] + ([p.verdict(alpha)] if with_verdict else [])
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -57,6 +61,8 @@ def arm_table(
     threshold: float,
     cpu_of=lambda arm, seed: None,
     base_of=lambda arm, seed: None,
+    auc: str = "mean",
+    steps_rule: str = "trailing3",
 ) -> list[str]:
     """Per arm, means over seeds. ``cpu_of(arm, seed)``: the run's CPU; when the runs span several, step time is
     given per CPU (a mean over machines would compare the machines' mix, not the arms). ``base_of(arm, seed)``: the
@@ -82,13 +88,18 @@ def arm_table(
             key = TOTAL if n == TOTAL else f"reward/{n}/mean"
             vals = list(per_seed(runs, arm, key, steps, _last).values())
             cells.append(_fmt(_mean(vals), 2))
-        cells.append(_fmt(_mean(list(per_seed(runs, arm, TOTAL, steps, area).values())), 3))
+        cells.append(_fmt(_mean(list(per_seed(runs, arm, TOTAL, steps, AUC_RULES[auc]).values())), 3))
         if format_reward:
-            reach = [steps_to(r, threshold) for r in curves(runs, arm, f"reward/{format_reward}/mean", steps)[1]]
+            reach = [
+                steps_to(r, threshold, steps_rule) for r in curves(runs, arm, f"reward/{format_reward}/mean", steps)[1]
+            ]
             got = [r for r in reach if r]
-            cells.append(
-                f"{_mean(got):.1f} ({len(got)}/{len(reach)} reached)" if got else f"not reached (0/{len(reach)})"
-            )
+            if steps_rule == "first":  # the plan's: a run that never reaches it is censored at T + 1
+                cells.append(f"{_mean([r or steps + 1 for r in reach]):.1f} ({len(got)}/{len(reach)} reached)")
+            else:
+                cells.append(
+                    f"{_mean(got):.1f} ({len(got)}/{len(reach)} reached)" if got else f"not reached (0/{len(reach)})"
+                )
         cells.append(_fmt(_mean(list(per_seed(runs, arm, lk, steps, _last).values())), 1) if lk else "–")
         cells.append(
             _fmt(_mean(list(per_seed(runs, arm, "mrtpo/replayed_pairs_frac", steps, area).values())), 3, pct=True)
@@ -353,9 +364,48 @@ def heldout_table(study: Study) -> list[str]:
             f"Each final checkpoint scored on `{checkout_relative(setup.get('data'))}`: "
             f"{setup.get('prompts')} prompts x "
             f"{setup.get('samples')} samples, T={setup.get('temperature')}, {setup.get('max_new_tokens')} new tokens, "
-            f"sampling seed {setup.get('seed')}, through the task's own `reward_func`.",
+            f"sampling seed {setup.get('seed')}, through the task's own `reward_func`."
+            + heldout_composition(checkout_relative(setup.get("data")), setup.get("prompts"), study.config.get("data")),
         ]
     return lines
+
+
+def _categories(path: Path, limit: int | None = None) -> dict[str, int]:
+    """Rows per ``category`` of the labels of a JSONL task file (its first ``limit`` rows); {} when none say."""
+    from collections import Counter
+
+    counts: Counter = Counter()
+    with path.open(encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if limit is not None and i >= limit:
+                break
+            label = json.loads(line).get("label")
+            label = json.loads(label) if isinstance(label, str) and label.startswith("{") else label
+            if isinstance(label, dict) and label.get("category"):
+                counts[label["category"]] += 1
+    return dict(counts)
+
+
+def heldout_composition(heldout: str | None, prompts: int | None, train: str | None) -> str:
+    """What the scored held-out prompts are, by category, against the training pool's categories."""
+    from .runs import repo_path
+
+    held_path, train_path = repo_path(heldout), repo_path(checkout_relative(train))
+    if held_path is None or not prompts:
+        return ""
+    held = _categories(held_path, int(prompts))
+    if not held:
+        return ""
+    text = (
+        " The scored prompts (the file's first "
+        + f"{prompts}): "
+        + ", ".join(f"{n} `{c}`" for c, n in sorted(held.items()))
+    )
+    pool = _categories(train_path) if train_path else {}
+    absent = {c: n for c, n in pool.items() if c not in held}
+    if absent:
+        text += "; none of " + ", ".join(f"`{c}` (the training pool has {n})" for c, n in sorted(absent.items()))
+    return text + "."
 
 
 def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]]:
@@ -377,7 +427,7 @@ def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]
         prov = (study.file(arm, seed, "run") or {}).get("provenance") or {}
         return (prov["cpu_model"], tuple(prov.get("cpu_flags") or ())) if prov.get("cpu_model") else None
 
-    rows, ratios, other_cpus = [], [], []
+    rows, ratios, other_cpus, apart = [], [], [], []
     for seed in sorted(set(study.runs.get("mrtpo", {})) & set(study.runs.get("gdpo", {}))):
         if ("mrtpo", "gdpo", seed) in excluded:
             continue
@@ -386,6 +436,11 @@ def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]
             other_cpus.append(
                 f"seed {seed} (GDPO on {' '.join((cg[0], *cg[1]))}, MRTPO on {' '.join((cm[0], *cm[1]))})"
             )
+            continue
+        gap = hours_apart(study, ("gdpo", seed), ("mrtpo", seed))
+        if gap is not None and gap > BACK_TO_BACK_HOURS:  # another sitting: another machine, whatever its CPU name
+            tm, tg = mean_time(study.runs["mrtpo"][seed]), mean_time(study.runs["gdpo"][seed])
+            apart.append(f"seed {seed} ({gap:.1f} h apart; MRTPO / GDPO {_fmt(tm / tg if tg else math.nan, 2)})")
             continue
         tm, tg = mean_time(study.runs["mrtpo"][seed]), mean_time(study.runs["gdpo"][seed])
         share = area(series(study.runs["mrtpo"][seed], "mrtpo/replay_share_of_step", study.steps))
@@ -400,6 +455,13 @@ def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]
         if other_cpus
         else []
     )
+    if apart:
+        skipped += [
+            f"Not paired for step time (the two runs did not run back to back: more than {BACK_TO_BACK_HOURS} h "
+            "between one's end and the other's start, so in other sittings, each on a fresh machine; the CPU name "
+            f"does not tell the machines apart): {'; '.join(apart)}.",
+            "",
+        ]
     if not rows:
         return (["## Step cost (MRTPO / GDPO, paired within a seed)", "", *skipped] if skipped else []), {}
     mean, lo, hi = t_interval(ratios)
@@ -419,50 +481,29 @@ def step_cost_section(study: Study, excluded) -> tuple[list[str], dict[str, Any]
         *skipped,
     ]
     cost = {"ratio_mean": mean, "ratio_low": lo, "ratio_high": hi, "per_seed": ratios}
-    return md, {**cost, "other_cpus": other_cpus} if other_cpus else cost
+    cost.update({k: v for k, v in (("other_cpus", other_cpus), ("not_back_to_back", apart)) if v})
+    return md, cost
 
 
-def null_control_section(folder: Path) -> list[str]:
-    from ..localize import load_localization
+BACK_TO_BACK_HOURS = 6.0  # runs of one seed further apart than this ran in other sittings (fresh machines)
 
-    found = load_localization(folder)
-    if not found:
-        return []
-    without = [label for label, s in found.items() if not s.get("null_control")]
-    md = [
-        "### Against the null block",
-        "",
-        "A reward localizes when it beats its null, not when it beats uniform. The null is a neutral sentence no "
-        "reward reads, put in the prompt and removed the way the reward's own block is (docs/study.md); the random "
-        "profile is i.i.d. exponential per token (no position preference). Means with 95% t-intervals over responses.",
-        "",
-    ]
-    if without:
-        md += [f"No null control recorded for {', '.join(without)} (diagnosed before the null block existed).", ""]
-    rows = []
-    for label, summary in found.items():
-        for name, nc in sorted((summary.get("null_control") or {}).items()):
-            tok, ab = nc["tokens_for_80pct"], nc["tokens_for_80pct_abs"]
-            spans = "; ".join(
-                f"{kind}: {_ci(sp['reward'])} vs null {_ci(sp['null'])}, diff {_ci(sp['reward_minus_null'])}"
-                f" ({'beats' if nc['beats_null_on_span'].get(kind) else 'does not beat'} its null)"
-                for kind, sp in sorted(nc["spans"].items())
-            )
-            rows.append(
-                f"| {label} | {name} | {nc['responses']} | {spans or '–'} | {_ci(tok['reward'])} / "
-                f"{_ci(tok['null'])} / {_ci(tok['random'])} | {_ci(ab['reward'], False, 1)} / "
-                f"{_ci(ab['null'], False, 1)} / {_ci(ab['random'], False, 1)} | "
-                f"{'yes' if nc['more_concentrated_than_null'] else 'no'} |"
-            )
-    if rows:
-        md += [
-            "| model | reward | responses | distance share on the span its checker reads: reward vs null | tokens "
-            "for 80%: reward / null / random (fraction) | the same in tokens | fewer tokens than its null |",
-            "|---|---|---|---|---|---|---|",
-            *rows,
-            "",
-        ]
-    return md
+
+def run_window(study: Study, arm: str, seed: int) -> tuple[datetime, datetime] | None:
+    """(start, end) of a run from its ``result.json`` (``finished`` and ``seconds``); None when not recorded."""
+    res = study.file(arm, seed, "result") or {}
+    if not res.get("finished") or res.get("seconds") is None:
+        return None
+    end = datetime.fromisoformat(str(res["finished"]))
+    return end - timedelta(seconds=float(res["seconds"])), end
+
+
+def hours_apart(study: Study, one: tuple[str, int], other: tuple[str, int]) -> float | None:
+    """Hours between the earlier run's end and the later run's start (0 when they overlap); None if unknown."""
+    a, b = run_window(study, *one), run_window(study, *other)
+    if a is None or b is None:
+        return None
+    first, second = sorted((a, b))
+    return max(0.0, (second[0] - first[1]).total_seconds() / 3600)
 
 
 def planned_runs(config: dict[str, Any]) -> list[tuple[str, int]]:
@@ -505,7 +546,10 @@ def primary_section(study: Study, declared: dict, primary: Endpoint, source: str
         f"{len(declared)} declared comparisons (one not yet run, or short of its planned seeds, counts as p = 1). "
         f"Verdict: A > B (or A < B) when the Holm p is at most {alpha}, else "
         "no difference resolved; a comparison short of its planned seeds is *incomplete*: its numbers are shown, it "
-        f"is not judged. No bootstrap below {BOOTSTRAP_MIN_SEEDS} seeds.",
+        "is not judged. No bootstrap (the plan rules it out). The detectable effect is the true difference a "
+        "two-sided paired t-test on these seeds would find with 80% power at the observed seed sd (the plan: the "
+        "report states the observed sd and the detectable effect it implies), at the plain level and at Holm's "
+        "first threshold.",
         "",
     ]
     if study.has_heldout:
@@ -516,9 +560,59 @@ def primary_section(study: Study, declared: dict, primary: Endpoint, source: str
             "the summed reward (a secondary endpoint) in its place.",
             "",
         ]
-    return md + comparison_rows(
-        {f"{a} - {b} | {primary.label()}": p for (a, b), p in declared.items() if p}, True, alpha
+    md += comparison_rows(
+        {f"{a} - {b} | {primary.label()}": p for (a, b), p in declared.items() if p}, True, alpha, family=len(declared)
     )
+    return md + detectable_lines(study, declared, primary, alpha)
+
+
+def pre_rl_totals(study: Study) -> dict[str, float]:
+    """Held-out total of each base model before any RL, by the base's short weights sha: ``heldout_base_<sha
+    prefix>.json`` is that base's; a plain ``heldout_base.json`` is the one base no named file claims."""
+    bases = {study.base_short(arm, seed) for arm, by in study.runs.items() for seed in by} - {None}
+    out, plain = {}, None
+    for path in sorted(study.folder.glob("heldout_base*.json")):
+        h = _read_json(path) or {}
+        if "total" not in h:
+            continue
+        tag = path.stem.removeprefix("heldout_base").lstrip("_")
+        if not tag:
+            plain = float(h["total"])
+        for base in bases:
+            if tag and base.startswith(tag):
+                out[base] = float(h["total"])
+    rest = bases - set(out)
+    if plain is not None and len(rest) == 1:
+        out[rest.pop()] = plain
+    return out
+
+
+def detectable_lines(study: Study, declared: dict, primary: Endpoint, alpha: float) -> list[str]:
+    """The detectable effect of each declared comparison as a share of what RL itself gained: B's held-out total
+    minus its base's before RL (``pre_rl_totals``), averaged over the comparison's seeds."""
+    if primary.kind != "heldout":
+        return []
+    from .endpoints import endpoint_values
+
+    before = pre_rl_totals(study)
+    out = []
+    for (a, b), p in declared.items():
+        if p is None or p.n < 2:
+            continue
+        values = endpoint_values(study, b, primary)
+        gains = [values[s] - before[base] for s in p.seeds if (base := study.base_short(b, s)) in before]
+        if len(gains) != len(p.seeds):
+            continue
+        gain = _mean(gains)
+        sd = _sd(p)
+        d, d_first = detectable_effect(sd, p.n, alpha), detectable_effect(sd, p.n, alpha / len(declared))
+        out.append(
+            f"{a} - {b}: at the observed seed sd {_fmt(sd)} over {p.n} seeds, 80% power needs a true difference of "
+            f"{_fmt(d)} ({_fmt(d / gain, 3, pct=True)} of the {_fmt(gain)} that RL gained over the base for {b}) at "
+            f"{alpha}, {_fmt(d_first)} ({_fmt(d_first / gain, 3, pct=True)}) at Holm's first threshold "
+            f"{alpha}/{len(declared)}."
+        )
+    return ["", "Detectable effects: " + " ".join(out)] if out else []
 
 
 def claims_section(verdicts: list[dict[str, str]], alpha: float) -> list[str]:

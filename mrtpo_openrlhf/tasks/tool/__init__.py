@@ -48,7 +48,9 @@ TASK = Task(
             ),
         ),
     ),
-    span_kinds=("tags", "tool_arguments"),
+    span_kinds=("tags", "function_name", "tool_arguments"),
+    # correctness checks the whole call; its arguments are what it reads beyond the function reward's name
+    checker_spans=(("format", "tags"), ("function", "function_name"), ("correctness", "tool_arguments")),
     format_tags=(THINK_TAGS, TOOL_CALL_TAGS),
     example_responses="example_responses",
     gpu_script="train_mrtpo_tool.sh",
