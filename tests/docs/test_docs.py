@@ -28,7 +28,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 PY = sys.executable
-ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "ignore"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(REPO),
+    "PYTHONWARNINGS": "ignore",
+    "OMP_NUM_THREADS": "1",
+}  # --help needs no threads
 TRAIN = "mrtpo_openrlhf.cli.train_ppo_ray"
 
 FENCE = re.compile(r"^(```|~~~)[^\n]*\n(.*?)^\1[ \t]*$", re.S | re.M)
