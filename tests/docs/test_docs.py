@@ -4,7 +4,8 @@
 - every command of ours they show (``python -m mrtpo_openrlhf...``, ``python eval/run.py``, ``python benchmarks/...``,
   ``bash examples/...``), parsed out of code blocks and inline code, answers ``--help`` (bash scripts:
   ``DRY_RUN=print``) with exit 0 and output, one run per distinct module and subcommand;
-- every module under ``mrtpo_openrlhf/cli/`` prints a usage for ``--help`` under ``python -m``;
+- every module under ``mrtpo_openrlhf/cli/`` prints a usage for ``--help`` under ``python -m`` (run as ``python -m``
+  runs it, ``runpy`` as ``__main__``, in children forked from one process that imported torch: ``help_driver.py``);
 - every ``--flag`` they name is an option of the command it is given to (a flag named on its own: of any of our
   parsers, the training CLI's included);
 - the README's generated blocks are in sync with the results files they come from.
@@ -14,6 +15,7 @@ Commands are found by pattern, not listed here, so a command added to the docs l
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -196,10 +198,6 @@ def _run(argv: tuple[str, ...], env: tuple[tuple[str, str], ...] = (), timeout: 
     return res.returncode, res.stdout + res.stderr
 
 
-def _help_argv(argv: list[str], words: list[str]) -> tuple[str, ...]:
-    return (PY, *argv, *words, "--help")
-
-
 def _choices(help_text: str) -> set[str]:
     """Subcommand names an argparse usage offers (``{a,b,c}``)."""
     usage = help_text.split("\n\n", 1)[0]
@@ -221,18 +219,32 @@ def _parallel(calls: set[tuple]) -> dict[tuple, tuple[int, str]]:
         return dict(zip(calls, pool.map(lambda c: _run(*c), calls)))
 
 
+def _python_helps(argvs: set[tuple[str, ...]]) -> dict[tuple[str, ...], tuple[int, str]]:
+    """``--help`` of each argv (``("-m", module, *words)`` or ``(script, *words)``), run as ``python`` runs it, by
+    ``help_driver.py`` (one torch import for all)."""
+    order = sorted(argvs)
+    res = subprocess.run(
+        [PY, str(Path(__file__).with_name("help_driver.py"))],
+        input=json.dumps([[*a, "--help"] for a in order]),
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    return {a: (rc, out) for a, (rc, out) in zip(order, json.loads(res.stdout))}
+
+
 @lru_cache(maxsize=1)
 def helps() -> dict[tuple, tuple[int, str]]:
-    """``--help`` of each distinct module and subcommand the docs show, every cli module's and the training CLI's,
-    run in parallel. Subcommands are resolved from each parser's own choices."""
+    """``--help`` of each distinct module and subcommand the docs show, every cli module's and the training CLI's.
+    Subcommands are resolved from each parser's own choices."""
     cmds, _ = doc_commands()
     cli = sorted(p.stem for p in (REPO / "mrtpo_openrlhf" / "cli").glob("*.py") if p.stem != "__init__")
     tops = {tuple(c["argv"]) for _, c in cmds if c["kind"] == "python"}
     tops |= {("-m", f"mrtpo_openrlhf.cli.{m}") for m in cli}
-    out = {}
-    results = _parallel({(_help_argv(list(t), []),) for t in tops})
-    for t in tops:
-        out[t] = results[(_help_argv(list(t), []),)]
+    out = _python_helps(tops)
     # one level of subcommands, then a second, where the parser offers them
     for depth in (1, 2):
         want = set()
@@ -242,9 +254,8 @@ def helps() -> dict[tuple, tuple[int, str]]:
             parent = (*c["argv"], *c["words"][: depth - 1])
             if parent in out and c["words"][depth - 1] in _choices(out[parent][1]):
                 want.add((*c["argv"], *c["words"][:depth]))
-        results = _parallel({(_help_argv(list(w), []),) for w in want})
-        for w in want:
-            out[w] = results[(_help_argv(list(w), []),)]
+        if want:
+            out.update(_python_helps(want))
     return out
 
 
