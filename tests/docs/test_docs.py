@@ -384,3 +384,36 @@ def test_the_readmes_generated_blocks_are_in_sync_with_their_results():
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: _rel(p))
 def test_no_doc_is_empty(doc):
     assert doc.read_text(encoding="utf-8").strip()
+
+
+def test_the_help_driver_runs_a_command_as_python_does(tmp_path):
+    """Against ``python`` itself: a module with a ``__main__`` block prints its usage, one without prints nothing and
+    exits 0 (the failure the cli test catches), a missing module fails, a script runs with its folder on the path."""
+    (tmp_path / "with_main.py").write_text(
+        "import argparse\nif __name__ == '__main__':\n    argparse.ArgumentParser(prog='w').parse_args()\n"
+    )
+    (tmp_path / "no_main.py").write_text(
+        "import argparse\n\n\ndef main():\n    argparse.ArgumentParser().parse_args()\n"
+    )
+    (tmp_path / "helper.py").write_text("X = 'from the folder'\n")
+    script = tmp_path / "script.py"
+    script.write_text("import sys\nimport helper\nprint(helper.X, sys.argv[1:])\nsys.exit(3)\n")
+    jobs = [["-m", "with_main"], ["-m", "no_main"], ["-m", "no_such_module_here"], [str(script)]]
+    env = {**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    res = subprocess.run(
+        [PY, str(Path(__file__).with_name("help_driver.py"))],
+        input=json.dumps([[*j, "--help"] for j in jobs]),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    for job, (rc, out) in zip(jobs, got):
+        real = subprocess.run([PY, *job, "--help"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert rc == real.returncode, (job, out, real.stderr)
+        if rc == 0 or job[0] != "-m":  # a missing module's message differs in form, not in exit code
+            assert out.strip() == (real.stdout + real.stderr).strip(), job
+    assert got[0][1].startswith("usage: w") and got[1] == [0, ""] and got[3][0] == 3
