@@ -88,13 +88,17 @@ def localization_claim(study: Study) -> dict[str, str]:
     }
 
 
+def replayed_pairs_frac(study: Study) -> float:
+    """The MRTPO arm's share of (response, reward) pairs replayed: each seed's mean over steps, averaged over seeds
+    (NaN without an MRTPO arm). Claim 4 and the README's cost table read it."""
+    if "mrtpo" not in study.runs:
+        return math.nan
+    return _mean(list(per_seed(study.runs, "mrtpo", "mrtpo/replayed_pairs_frac", study.steps, area).values()))
+
+
 def cost_claim(study: Study, cost: dict[str, Any]) -> dict[str, str]:
     """Claim 4: the share of (response, reward) pairs replayed, and the step time paired within a seed."""
-    frac = (
-        _mean(list(per_seed(study.runs, "mrtpo", "mrtpo/replayed_pairs_frac", study.steps, area).values()))
-        if "mrtpo" in study.runs
-        else math.nan
-    )
+    frac = replayed_pairs_frac(study)
     ratio = cost.get("ratio_mean", math.nan)
     return {
         "claim": "4. Cost: 12-21% of (response, reward) pairs replayed; a step 10-20% longer than GDPO",
