@@ -32,6 +32,7 @@ from .sections import (
     checkpoint_localization_section,
     claims_section,
     comparison_rows,
+    k_breakdown_section,
     localization_table,
     planned_runs,
     primary_section,
@@ -120,6 +121,7 @@ def write_report(
     md += [""]
     md += ["## Secondary comparisons (A - B paired by seed; unadjusted; they describe, no verdicts)", ""]
     md += comparison_rows(secondary, False, alpha, with_verdict=False) + [""]
+    md += k_breakdown_section(study, "gdpo", excluded)
     md += cost_md
     md += ["## Localization during training (replayed pairs, MRTPO arms)", ""]
     md += localization_table(study.runs, study.names, study.steps)

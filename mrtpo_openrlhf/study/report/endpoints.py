@@ -8,7 +8,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mrtpo_openrlhf.paths import REPO_ROOT
+
 from ..stats import AUC_RULES, Paired, heldout_noise, holm, noise_floor, paired
+from .levels import INSTRUCTION, LEVELS, PROMPT, UNSEEN, heldout_rows, mean_level, per_prompt_levels
 from .plan import planned_seeds
 from .runs import TOTAL, Study, _last, length_key, per_seed, series
 
@@ -33,19 +36,34 @@ class Endpoint:
     name: str
 
     def label(self) -> str:
-        what = {TOTAL: "summed reward", LENGTH: "response length (tokens)"}.get(self.name, self.name)
+        what = {
+            TOTAL: "summed reward",
+            LENGTH: "response length (tokens)",
+            INSTRUCTION: "instruction-level pass rate",
+            PROMPT: "prompt-level pass rate",
+            UNSEEN: "instruction-level pass rate on unseen constraint types",
+        }.get(self.name, self.name)
         return {"heldout": f"held-out {what}", "auc": f"{what}, training AUC", "final": f"{what}, final step"}[
             self.kind
         ]
 
 
 LENGTH = "length"
+BATCH_INSTRUCTION_LEVEL = "constraints_satisfied_frac"  # the training batch's instruction level (tasks/instruction)
 
 
 def _metric_key(study: Study, name: str) -> str | None:
     if name == LENGTH:
         return length_key(study.runs)
+    if name == INSTRUCTION:
+        return BATCH_INSTRUCTION_LEVEL
     return TOTAL if name == TOTAL else f"reward/{name}/mean"
+
+
+def _levels(study: Study, heldout: dict, name: str) -> list[float | None]:
+    """Per held-out prompt, ``name``'s level (``levels``) of one checkpoint's scores."""
+    rows = heldout_rows(study.config, REPO_ROOT) if name == UNSEEN else None
+    return per_prompt_levels(heldout, name, rows)
 
 
 def endpoint_values(study: Study, arm: str, ep: Endpoint) -> dict[int, float]:
@@ -58,6 +76,8 @@ def endpoint_values(study: Study, arm: str, ep: Endpoint) -> dict[int, float]:
                 out[seed] = math.nan
             elif ep.name == TOTAL:
                 out[seed] = float(h["total"])
+            elif ep.name in LEVELS:
+                out[seed] = mean_level(_levels(study, h, ep.name))
             elif ep.name == LENGTH:
                 out[seed] = float(h.get("mean_response_tokens", math.nan))
             else:
@@ -86,6 +106,8 @@ def _seed_noise(study: Study, a: str, b: str, seeds: Sequence[int], ep: Endpoint
         ha, hb = study.file(a, s, "heldout"), study.file(b, s, "heldout")
         if ep.name == TOTAL:
             per.append(heldout_noise(ha.get("per_prompt_total", []), hb.get("per_prompt_total", [])))
+        elif ep.name in LEVELS:
+            per.append(heldout_noise(_levels(study, ha, ep.name), _levels(study, hb, ep.name)))
         elif ep.name != LENGTH:  # a 0/1 reward: the binomial standard error over the scored responses
             va, vb = (h.get("rewards", {}).get(ep.name, math.nan) for h in (ha, hb))
             na, nb = max(1, ha.get("responses", 1)), max(1, hb.get("responses", 1))
@@ -113,7 +135,16 @@ def compare(study: Study, a: str, b: str, ep: Endpoint, excluded=None) -> Paired
 
 
 def primary_endpoint(study: Study) -> Endpoint:
-    return Endpoint("heldout" if study.has_heldout else "auc", TOTAL)
+    """The config's ``primary_endpoint`` (the summed reward unless the plan names the instruction level) on the
+    held-out scores, or on the training curve's AUC when no run was scored held out."""
+    return Endpoint("heldout" if study.has_heldout else "auc", study.config.get("primary_endpoint", TOTAL))
+
+
+def level_names(study: Study, kind: str) -> list[str]:
+    """The levels reported beside the per-reward endpoints when the plan judges on the instruction level."""
+    if study.config.get("primary_endpoint", TOTAL) != INSTRUCTION:
+        return []
+    return list(LEVELS) if kind == "heldout" else [INSTRUCTION]
 
 
 def declared_results(
@@ -142,7 +173,7 @@ def secondary_results(
     kinds = (["heldout"] if study.has_heldout else []) + ["auc"]
     for kind in kinds:
         for a, b in pairs:
-            for n in study.names + [TOTAL]:
+            for n in study.names + [TOTAL] + level_names(study, kind):
                 ep = Endpoint(kind, n)
                 if ep == primary and (a, b) in declared:
                     continue
