@@ -286,6 +286,21 @@ def flat(data, **over):
     return argparse.Namespace(**values)
 
 
+def test_a_gold_query_that_cannot_run_stops_the_preflight(tmp_path):
+    """Issue 49 item 3: ``SELEC broken`` passed the pre-flight though every response would score 0 on execution;
+    ``sql check`` caught it. The pre-flight now runs the same check (the task's ``unearnable``)."""
+    from mrtpo_openrlhf.tasks.sql.reward import check_rows
+
+    rows = sql_rows(3)
+    rows[1]["label"] = dict(rows[1]["label"], gold="SELEC broken")
+    data = write_rows(tmp_path / "rows.jsonl", rows)
+    (expected,) = check_rows(rows, str(data))  # what `python -m mrtpo_openrlhf.cli.task sql check` reports
+    report = preflight.check(flat(data))
+    (line,) = report.problems
+    assert line.startswith(f"{data}:2: no response can earn reward 'execution' (gold query failed: ")
+    assert expected.split(": gold query failed: ")[1] in line and "1 of 3 labels are like it" in line
+
+
 def test_json_list_parquet_and_saved_folders_are_read_like_the_loader(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
