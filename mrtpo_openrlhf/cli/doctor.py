@@ -122,13 +122,20 @@ def dist_version(name: str) -> str | None:
 
 def import_version(module: str) -> tuple[str | None, str]:
     """(version, error) of a real import of ``module``: a wheel built for another torch fails here."""
-    if importlib.util.find_spec(module) is None:
+    try:
+        missing = importlib.util.find_spec(module) is None
+    except ValueError:  # in sys.modules without a spec: the CLI's stand-in for a missing flash-attn
+        missing = True
+    if missing:
         return None, "not installed"
     try:
         mod = __import__(module)
     except Exception as exc:  # noqa: BLE001 - an ABI mismatch is an ImportError or an OSError; name whichever
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-    return str(getattr(mod, "__version__", None) or dist_version(module.replace("_", "-")) or "?"), ""
+    version = str(getattr(mod, "__version__", None) or dist_version(module.replace("_", "-")) or "?")
+    if "mrtpo-cpu-stub" in version:  # the CPU layer's stand-in (mrtpo_openrlhf/cpu): no kernels behind it
+        return None, f"only the CPU stand-in ({getattr(mod, '__file__', '?')})"
+    return version, ""
 
 
 def deepspeed_prebuilt_ops() -> dict[str, bool] | None:

@@ -301,6 +301,36 @@ def test_a_gold_query_that_cannot_run_stops_the_preflight(tmp_path):
     assert expected.split(": gold query failed: ")[1] in line and "1 of 3 labels are like it" in line
 
 
+def test_attention_that_cannot_be_imported_stops_where_the_actors_run(tmp_path, monkeypatch):
+    """Issue 47 item 4: with --ds.attn_implementation flash_attention_2 (upstream's default) and no flash-attn, every
+    actor failed at import minutes in; on a machine where the actors run (CUDA here, no cluster) the pre-flight now
+    stops in one line naming the fix and the sdpa alternative. Fake inputs: torch's CUDA answer, a package dir."""
+    import torch
+
+    data = write_rows(tmp_path / "rows.jsonl", sql_rows(2))
+    monkeypatch.delenv("MRTPO_CPU", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    from mrtpo_openrlhf.cpu.flash_attn_stub import StubFinder
+
+    monkeypatch.delitem(sys.modules, "flash_attn", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, StubFinder)])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    (line,) = preflight.check(flat(data, ds__attn_implementation="flash_attention_2")).problems
+    assert line.startswith("--ds.attn_implementation flash_attention_2: flash_attn cannot be imported (")
+    assert line.endswith("or choose --ds.attn_implementation sdpa (ATTN_IMPL=sdpa)")
+    assert preflight.check(flat(data, ds__attn_implementation="sdpa")).problems == []
+    (site / "flash_attn").mkdir()
+    (site / "flash_attn" / "__init__.py").write_text("__version__ = '2.8.3'\n")
+    report = preflight.check(flat(data, ds__attn_implementation="flash_attention_2"))
+    assert report.problems == [] and "flash_attn 2.8.3" in report.facts
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # the actors run on the cluster's nodes: the doctor's check
+    report = preflight.check(flat(data, ds__attn_implementation="flash_attention_2"))
+    assert report.problems == [] and any("cli.doctor" in note for note in report.notes)
+
+
 def test_json_list_parquet_and_saved_folders_are_read_like_the_loader(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
