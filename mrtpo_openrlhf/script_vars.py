@@ -135,6 +135,7 @@ MRTPO_VARS = frozenset(
         "MRTPO_CPU_VLLM_MP",
         "MRTPO_CPU_TORCH_ADAM",
         "MRTPO_CPU_SHM_OP",
+        "MRTPO_CPUINFO",
     }
 )
 

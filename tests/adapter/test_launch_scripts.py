@@ -428,8 +428,10 @@ def test_the_variable_lists_cover_what_the_code_reads():
 
     from mrtpo_openrlhf.script_vars import MISSPELLINGS, MRTPO_VARS, SCRIPT_VARS
 
-    sources = [*REPO.glob("mrtpo_openrlhf/**/*.py"), *SCRIPTS.glob("*.sh"), *REPO.glob("reward_funcs/*.py")]
-    sources = [p for p in sources if p.name != "script_vars.py"]  # the list itself
+    sources = [*REPO.glob("mrtpo_openrlhf/**/*.py"), *REPO.glob("reward_funcs/*.py"), *REPO.glob("benchmarks/*.py")]
+    sources += [*REPO.glob("eval/**/*.py"), *REPO.glob("scripts/*"), *REPO.glob("examples/**/*.sh")]
+    sources += [*REPO.glob("docs/**/*.sh"), *REPO.glob("benchmarks/*.sh")]
+    sources = [p for p in sources if p.name != "script_vars.py" and p.is_file()]  # not the list itself
     read = {name for path in sources for name in re.findall(r"\bMRTPO_[A-Z0-9_]+", path.read_text())}
     assert read - MRTPO_VARS == set()
     scripts = "".join(p.read_text() for p in SCRIPTS.glob("*.sh"))
