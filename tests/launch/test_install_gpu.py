@@ -130,6 +130,7 @@ def test_pips_resolver_accepts_the_pinned_gpu_set(tmp_path):
     if res.returncode != 0 and ("NewConnectionError" in res.stderr or "No matching distribution" in res.stderr):
         pytest.skip(f"the package index is not reachable here: {res.stderr.strip().splitlines()[-1]}")
     assert res.returncode == 0, res.stderr[-3000:]
-    chosen = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    installs = json.loads(report.read_text())["install"]
+    chosen = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in installs}
     assert chosen["torch"] == PINS["torch"] and chosen["vllm"] == PINS["vllm"]  # not "+cpu"
     assert any(name.startswith("nvidia-") and "13" in version.split(".")[0] for name, version in chosen.items())
