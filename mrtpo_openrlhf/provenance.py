@@ -1,4 +1,5 @@
-"""Where a run came from: the commit, whether the tree was dirty, the training path's own hash, and the CPU.
+"""Where a run came from: the package version, the commit, whether the tree was dirty, the training path's own
+hash, and the CPU.
 
 ``training_path`` is a hash of the files that decide what training computes (``mrtpo_openrlhf/`` outside
 ``study/``, and ``reward_funcs/``) at HEAD: two runs with the same hash trained on the same code even when their
@@ -67,6 +68,8 @@ def provenance() -> dict[str, Any]:
     """The commit, dirtiness, training-path hash, CPU and load of this machine, now."""
     import torch
 
+    from . import __version__
+
     commit = _git("rev-parse", "HEAD")
     listing = _git("ls-tree", "-r", "HEAD", "--", *TRAINING_PATHS)
     status = _git("status", "--porcelain", "--untracked-files=no")
@@ -74,6 +77,7 @@ def provenance() -> dict[str, Any]:
         "status", "--porcelain", "--untracked-files=no", "--", *TRAINING_PATHS, *(f":!{p}" for p in NOT_TRAINING)
     )
     return {
+        "version": __version__,
         "commit": commit.strip() if commit else None,
         "dirty": bool(status.strip()) if status is not None else None,
         "training_path": training_path_hash(listing) if listing is not None else None,
@@ -85,3 +89,19 @@ def provenance() -> dict[str, Any]:
         "loadavg": list(os.getloadavg()),
         "torch": torch.__version__,
     }
+
+
+def record_run(folder: str | os.PathLike) -> None:
+    """Write ``run.json`` (the version and ``provenance()``) into ``folder`` where none is there yet: a run started
+    without the CPU launcher (which writes its own, richer one) still records what it ran."""
+    import json
+    from pathlib import Path
+
+    path = Path(folder) / "run.json"
+    if path.exists():
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"provenance": provenance()}, indent=2) + "\n")
+    except OSError as exc:  # a record, not a reason to stop training
+        print(f"[mrtpo] run.json not written ({exc})", flush=True)

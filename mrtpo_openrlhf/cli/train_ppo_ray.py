@@ -20,11 +20,25 @@ import runpy
 import sys
 import types
 
-NO_DEVICE = (
-    "mrtpo: no CUDA device on this machine. To train on CPU, run the embedded default "
-    "(`bash examples/scripts/train_mrtpo_sql.sh`, or `python -m mrtpo_openrlhf.cli.default --task sql`): "
-    "it starts a private Ray head with the CPU layer (MRTPO_CPU=1)."
+NO_DEVICE = "mrtpo: no CUDA device on this machine"
+CPU_DEMO = (
+    "No NVIDIA GPU here: to try the method on CPU, run the embedded default "
+    "(`bash examples/scripts/train_mrtpo_sql.sh`, or `python -m mrtpo_openrlhf.cli.default --task sql`)."
 )
+
+
+def no_device_message() -> str:
+    """Why CUDA is not usable, as the doctor finds it (driver too old, a CPU torch, ...), with its first fix; the CPU
+    demo is named only where the machine has no NVIDIA driver at all."""
+    from . import doctor
+
+    rows = doctor.local_checks(attn="sdpa")  # attention and the rest are the doctor's own table
+    device_rows = [r for r in rows if r.name in ("NVIDIA driver", "GPUs", "torch", "CUDA from torch")]
+    found = doctor.summary(device_rows) or "torch.cuda.is_available() is False"
+    text = f"{NO_DEVICE}: {found}. `python -m mrtpo_openrlhf.cli.doctor` checks the rest of a GPU run."
+    if device_rows[0].status == doctor.FAIL and "not found" in device_rows[0].found:
+        text += " " + CPU_DEMO
+    return text
 
 
 def install_upstream_overrides() -> None:
@@ -62,7 +76,7 @@ def require_device(args) -> None:
 
     cpu_layer = cpu_layer_on()  # the spellings sitecustomize accepts: with the layer on, its fake GPUs count
     if not cpu_layer and not torch.cuda.is_available() and cluster_address() is None:
-        sys.exit(NO_DEVICE)
+        sys.exit(no_device_message())
     hook_ray_init(args, check_gpus=not cpu_layer)
 
 

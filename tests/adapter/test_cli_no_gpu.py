@@ -69,3 +69,21 @@ def test_cli_with_the_cpu_layer_on_does_not_stop_for_want_of_a_gpu(value, monkey
     monkeypatch.setenv("MRTPO_CPU", "0")
     with pytest.raises(SystemExit, match="no CUDA device"):
         train_ppo_ray.require_device(SimpleNamespace())
+
+
+def test_no_cuda_message_names_what_the_doctor_found(monkeypatch, tmp_path):
+    """Issue 47 item 2: a GPU node whose driver is too old for torch's CUDA 13 build was sent to the CPU demo; the
+    message now names the driver and its fix (a fake nvidia-smi on PATH, torch's CUDA build faked)."""
+    from mrtpo_openrlhf.cli import train_ppo_ray
+
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\necho '550.54.15, NVIDIA H100 80GB HBM3, 81559'\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/bin")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    text = train_ppo_ray.no_device_message()
+    assert text.startswith("mrtpo: no CUDA device on this machine: NVIDIA driver: 550.54.15; torch ")
+    assert "upgrade the NVIDIA driver to >= 580" in text and "cli.default" not in text
+    monkeypatch.setattr(torch.version, "cuda", None)  # a new driver, a CPU torch wheel
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\necho '580.65.06, NVIDIA H100 80GB HBM3, 81559'\n")
+    text = train_ppo_ray.no_device_message()
+    assert "torch: " in text and "a CPU-only build -> bash scripts/install_gpu.sh" in text and "cli.default" not in text

@@ -70,7 +70,8 @@ def test_gpu_command_lines_parse(tmp_path, monkeypatch, script, estimator):
     )
     out = subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, check=True).stdout
     argv = shlex.split(out.strip().splitlines()[-1])
-    assert argv[:3] == ["python", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
+    assert argv[0] == str(REPO / ".venv" / "bin" / "python")  # PYTHON unset: the repo's .venv where there is one
+    assert argv[1:3] == ["-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
     args = vars(parse_upstream(argv[3:], monkeypatch))
     assert args["algo.advantage.estimator"] == estimator
     # unset method settings are left to the CLI's defaults (core/settings.py)
@@ -177,7 +178,10 @@ def test_cluster_submission_never_runs_the_cpu_demo(tmp_path, monkeypatch):
     res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     argv = shlex.split(res.stdout.strip().splitlines()[-1])
-    assert argv[:3] == ["python", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"] and "CPU embedded default" not in res.stdout
+    argv = argv[argv.index("--") + 1 :]  # the job's entrypoint
+    assert (
+        argv[:3] == ["python3", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"] and "CPU embedded default" not in res.stdout
+    )
     args = vars(parse_upstream(argv[3:], monkeypatch))
     assert args["reward.remote_url"] == "reward_funcs/sql.py"
     assert args["data.prompt_dataset"] == "mrtpo_openrlhf/data/sql/train_mini.jsonl"
@@ -281,7 +285,7 @@ def test_submitted_job_forwards_the_verifier_variables(tmp_path):
         "MRTPO_SQL_WORKERS": "6",
         "MRTPO_METRICS_JSONL": str(tmp_path / "out" / "metrics.jsonl"),
     }
-    assert args[args.index("--") + 1 : args.index("--") + 4] == ["python", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
+    assert args[args.index("--") + 1 : args.index("--") + 4] == ["python3", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
 
 
 def test_gpu_script_defaults_are_the_gpu_run_settings(tmp_path, monkeypatch):
@@ -306,3 +310,142 @@ def test_scripts_read_the_switches_as_the_python_side_does(value):
     env = dict(os.environ, MRTPO_GPU=value)
     res = subprocess.run(["bash", "-c", shell], env=env, capture_output=True, text=True, check=True)
     assert (res.stdout.strip() == "on") == flag_on("MRTPO_GPU", {"MRTPO_GPU": value})
+
+
+def test_cluster_dry_run_prints_the_complete_submit_line(tmp_path, monkeypatch):
+    """Issue 49 item 2: DRY_RUN=print with RAY_JOB_ADDRESS printed a bare `python -m ...` without `ray job submit`, its
+    runtime env or MRTPO_METRICS_JSONL (the only way metrics.jsonl gets written). Now it is the one line to paste."""
+    import json
+
+    env = script_env(
+        tmp_path, RAY_JOB_ADDRESS="http://head:8265", DRY_RUN="print", OUT=str(tmp_path / "shared"),
+        DATA=str(BUNDLED["sql"]), MRTPO_SQL_DB_ROOT="/shared/bird/train_databases",
+    )  # fmt: skip
+    res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    argv = shlex.split(res.stdout.strip().splitlines()[-1])
+    assert argv[:5] == ["ray", "job", "submit", "--address", "http://head:8265"]
+    assert argv[5] == "--runtime-env-json" and argv[7] == "--"
+    runtime_env = json.loads(argv[6])
+    assert runtime_env["working_dir"] == str(REPO)
+    assert runtime_env["env_vars"]["MRTPO_METRICS_JSONL"] == str(tmp_path / "shared" / "metrics.jsonl")
+    assert runtime_env["env_vars"]["MRTPO_SQL_DB_ROOT"] == "/shared/bird/train_databases"
+    assert argv[8:11] == ["python3", "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
+    args = vars(parse_upstream(argv[11:], monkeypatch))
+    assert args["ckpt.path"] == str(tmp_path / "shared" / "ckpt") and args["ckpt.max_num"] == 3
+
+
+def test_gpu_dry_run_with_a_python_without_torch_is_one_line(tmp_path):
+    """Issue 49 item 2: `DRY_RUN=1 MRTPO_GPU=1` ended in a traceback (`No module named 'torch'`) from the python on
+    PATH. The Python is PYTHON, else .venv's, else python3; one without torch is named with the fix."""
+    fake = tmp_path / "python"  # a Python whose `import torch` fails, as a bare system python3's does
+    fake.write_text(
+        f'#!/bin/sh\nif [ "$1" = -c ] && [ "$2" = \'import torch\' ]; then exit 1; fi\nexec {sys.executable} "$@"\n'
+    )
+    fake.chmod(0o755)
+    env = script_env(tmp_path, MRTPO_GPU="1", DRY_RUN="1", DATA=str(BUNDLED["sql"]), PYTHON=str(fake))
+    res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"[mrtpo] {fake} has no torch: install the GPU stack (bash scripts/install_gpu.sh")
+
+
+def smoke_lines(tmp_path, gpus=2, **overrides):
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    listing = "\\n".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})" for i in range(gpus))
+    (fake / "nvidia-smi").write_text(f"#!/bin/sh\nprintf '{listing}\\n'\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    env = script_env(tmp_path, SMOKE="1", DRY_RUN="print", OUT=str(tmp_path / "smoke"), **overrides)
+    env["PATH"] = f"{fake}:{env['PATH']}"
+    res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip().splitlines()[-3:]
+
+
+def test_smoke_run_command_lines_flag_by_flag(tmp_path, monkeypatch):
+    """Issue 47: SMOKE=1 is the bundled rows, a 0.5B public instruct model, this node's 1-2 GPUs, STEPS=3 steps: the
+    first 2 with a checkpoint at step 2, then the same command resumed for step 3, then launch/smoke.py's checks.
+    Each training line goes through upstream's parser (with our hook), flag by flag."""
+    first, second, check = (shlex.split(line) for line in smoke_lines(tmp_path))
+    one = vars(parse_upstream(first[3:], monkeypatch))
+    two = vars(parse_upstream(second[3:], monkeypatch))
+    assert one["actor.model_name_or_path"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert one["data.prompt_dataset"] == str(BUNDLED["sql"]) and one["rollout.max_new_tokens"] == 256
+    assert one["actor.num_gpus_per_node"] == 2 and one["vllm.num_engines"] == 2 and one["actor.num_nodes"] == 1
+    assert one["rollout.batch_size"] == 4 and one["rollout.n_samples_per_prompt"] == 4
+    assert one["data.max_samples"] == 8 and one["ckpt.save_steps"] == 2  # steps 1-2, a checkpoint at 2
+    assert two["data.max_samples"] == 12 and two["ckpt.load_enable"] is True  # step 3, resumed from it
+    assert one["ckpt.path"] == two["ckpt.path"] == str(tmp_path / "smoke" / "ckpt") and one["ckpt.max_num"] == 1
+    world = one["actor.num_nodes"] * one["actor.num_gpus_per_node"]
+    assert one["train.batch_size"] % (world * one["train.micro_batch_size"]) == 0
+    assert one["algo.advantage.estimator"] == "mrtpo" and one["ds.attn_implementation"] == "flash_attention_2"
+    assert set(one) == set(two) and {k for k in one if one[k] != two[k]} == {
+        "data.max_samples", "ckpt.save_steps", "ckpt.load_enable"
+    } - ({"ckpt.load_enable"} if one["ckpt.load_enable"] else set())  # fmt: skip
+    assert check[1:] == ["-m", "mrtpo_openrlhf.launch.smoke", "--out", str(tmp_path / "smoke"), "--estimator",
+                         "mrtpo", "--steps", "3"]  # fmt: skip
+    (single,) = {vars(parse_upstream(shlex.split(smoke_lines(tmp_path, gpus=1)[0])[3:], monkeypatch))[
+        "actor.num_gpus_per_node"]}  # fmt: skip
+    assert single == 1
+    sdpa = vars(parse_upstream(shlex.split(smoke_lines(tmp_path, ATTN_IMPL="sdpa")[0])[3:], monkeypatch))
+    assert sdpa["ds.attn_implementation"] == "sdpa"
+
+
+def test_steps_and_kept_checkpoints_reach_both_branches(tmp_path, monkeypatch):
+    """Issue 49 item 11: STEPS=2 was silently ignored. GPU: the first STEPS x ROLLOUT_BATCH prompts; CPU: --steps."""
+    _, _, args = gpu_command(tmp_path, monkeypatch, STEPS="5", ROLLOUT_BATCH="16", KEEP_CKPTS="2")
+    assert args["data.max_samples"] == 80 and args["ckpt.max_num"] == 2
+    env = script_env(tmp_path, MRTPO_GPU="1", DRY_RUN="print", DATA="x.jsonl", STEPS="5", EPISODES="2")
+    res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode == 2 and "STEPS counts the steps of one pass" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "var, expected",
+    [
+        ("NUM_GPU", "[mrtpo] NUM_GPU is not read by the scripts: set NUM_GPUS"),
+        ("MAX_STEPS", "[mrtpo] MAX_STEPS is not read by the scripts: set STEPS"),
+        ("MRTPO_GPUS", "[mrtpo] MRTPO_GPUS is not a variable mrtpo-openrlhf reads: did you mean MRTPO_GPU?"),
+        ("MRTPO_SQL_DBROOT", "[mrtpo] MRTPO_SQL_DBROOT is not a variable mrtpo-openrlhf reads: did you mean "
+                             "MRTPO_SQL_DB_ROOT?"),
+    ],
+)  # fmt: skip
+def test_a_variable_the_scripts_would_ignore_stops_them(tmp_path, var, expected):
+    """Issue 49 item 11: a misspelt variable was silently ignored; both branches now stop before anything runs."""
+    for branch in ({"MRTPO_GPU": "1", "DRY_RUN": "print", "DATA": "x.jsonl"}, {"MRTPO_CPU": "1"}):
+        env = script_env(tmp_path, **branch, **{var: "2"})
+        res = subprocess.run(["bash", str(SCRIPTS / "train_mrtpo_sql.sh")], env=env, capture_output=True, text=True)
+        assert res.returncode == 2 and res.stdout == "", res.stdout
+        (line,) = res.stderr.strip().splitlines()
+        assert line.startswith(expected) and line.endswith("; unset it to go on")
+
+
+def test_the_variable_lists_cover_what_the_code_reads():
+    """``script_vars``: every MRTPO_* name in the package and scripts is known, and every variable the scripts read
+    from the environment is listed (docs/gpu.md's table is this list)."""
+    import re
+
+    from mrtpo_openrlhf.script_vars import MISSPELLINGS, MRTPO_VARS, SCRIPT_VARS
+
+    sources = [*REPO.glob("mrtpo_openrlhf/**/*.py"), *REPO.glob("reward_funcs/*.py"), *REPO.glob("benchmarks/*.py")]
+    sources += [*REPO.glob("eval/**/*.py"), *REPO.glob("scripts/*"), *REPO.glob("examples/**/*.sh")]
+    sources += [*REPO.glob("docs/**/*.sh"), *REPO.glob("benchmarks/*.sh")]
+    sources = [p for p in sources if p.name != "script_vars.py" and p.is_file()]  # not the list itself
+    read = {name for path in sources for name in re.findall(r"\bMRTPO_[A-Z0-9_]+", path.read_text())}
+    assert read - MRTPO_VARS == set()
+    scripts = "".join(p.read_text() for p in SCRIPTS.glob("*.sh"))
+    internal = {
+        "HERE",
+        "ROOT",
+        "PWD",
+        "PYTHONPATH",
+        "WORLD",
+        "RESPONSES",
+        "TRAIN_MICRO",
+        "ROLLOUT_MICRO",
+        "BASH_SOURCE",
+    }
+    env_read = set(re.findall(r"\$\{([A-Z][A-Z0-9_]+)(?::[-?+=])", scripts)) - internal
+    assert {v for v in env_read if not v.startswith("MRTPO_")} - set(SCRIPT_VARS) == set()
+    assert set(MISSPELLINGS.values()) <= set(SCRIPT_VARS) and not set(MISSPELLINGS) & set(SCRIPT_VARS)

@@ -8,6 +8,7 @@ must hold no Ray session.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 SQL_REWARD = REPO / "reward_funcs" / "sql.py"
 SQL_ROWS = REPO / "mrtpo_openrlhf" / "data" / "sql" / "train_mini.jsonl"
 CLI = [sys.executable, "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
-MARKER = "MRTPO_PREFLIGHT_TEST_MARKER"
+MARKER = "PREFLIGHT_TEST_MARKER"  # not MRTPO_*: the scripts stop on an MRTPO_ name they do not know
 
 
 def flags(data, reward=SQL_REWARD, *extra):
@@ -250,7 +251,7 @@ def test_gpu_script_dry_run_prints_the_command_then_checks(tmp_path):
     script = [str(REPO / "examples" / "scripts" / "train_mrtpo_sql.sh")]
     res = run(tmp_path, ["bash", *script], PATH=path, DRY_RUN="1", DATA=str(data), OUT=str(tmp_path / "out"))
     assert res.returncode == 2
-    assert res.stdout.strip().splitlines()[-1].startswith("python -m mrtpo_openrlhf.cli.train_ppo_ray ")
+    assert shlex.split(res.stdout.strip().splitlines()[-1])[1:3] == ["-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
     (line,) = problem_lines(res.stderr)
     assert line.startswith(f"preflight: {data}:2: invalid JSON (")
     ok = run(tmp_path, ["bash", *script], PATH=path, DRY_RUN="1", DATA=str(SQL_ROWS), ROLLOUT_BATCH="2")
@@ -284,6 +285,51 @@ def flat(data, **over):
     }
     values.update({k.replace("__", "."): v for k, v in over.items()})
     return argparse.Namespace(**values)
+
+
+def test_a_gold_query_that_cannot_run_stops_the_preflight(tmp_path):
+    """Issue 49 item 3: ``SELEC broken`` passed the pre-flight though every response would score 0 on execution;
+    ``sql check`` caught it. The pre-flight now runs the same check (the task's ``unearnable``)."""
+    from mrtpo_openrlhf.tasks.sql.reward import check_rows
+
+    rows = sql_rows(3)
+    rows[1]["label"] = dict(rows[1]["label"], gold="SELEC broken")
+    data = write_rows(tmp_path / "rows.jsonl", rows)
+    (expected,) = check_rows(rows, str(data))  # what `python -m mrtpo_openrlhf.cli.task sql check` reports
+    report = preflight.check(flat(data))
+    (line,) = report.problems
+    assert line.startswith(f"{data}:2: no response can earn reward 'execution' (gold query failed: ")
+    assert expected.split(": gold query failed: ")[1] in line and "1 of 3 labels are like it" in line
+
+
+def test_attention_that_cannot_be_imported_stops_where_the_actors_run(tmp_path, monkeypatch):
+    """Issue 47 item 4: with --ds.attn_implementation flash_attention_2 (upstream's default) and no flash-attn, every
+    actor failed at import minutes in; on a machine where the actors run (CUDA here, no cluster) the pre-flight now
+    stops in one line naming the fix and the sdpa alternative. Fake inputs: torch's CUDA answer, a package dir."""
+    import torch
+
+    data = write_rows(tmp_path / "rows.jsonl", sql_rows(2))
+    monkeypatch.delenv("MRTPO_CPU", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    from mrtpo_openrlhf.cpu.flash_attn_stub import StubFinder
+
+    monkeypatch.delitem(sys.modules, "flash_attn", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, StubFinder)])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    (line,) = preflight.check(flat(data, ds__attn_implementation="flash_attention_2")).problems
+    assert line.startswith("--ds.attn_implementation flash_attention_2: flash_attn cannot be imported (")
+    assert line.endswith("or choose --ds.attn_implementation sdpa (ATTN_IMPL=sdpa)")
+    assert preflight.check(flat(data, ds__attn_implementation="sdpa")).problems == []
+    (site / "flash_attn").mkdir()
+    (site / "flash_attn" / "__init__.py").write_text("__version__ = '2.8.3'\n")
+    report = preflight.check(flat(data, ds__attn_implementation="flash_attention_2"))
+    assert report.problems == [] and "flash_attn 2.8.3" in report.facts
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # the actors run on the cluster's nodes: the doctor's check
+    report = preflight.check(flat(data, ds__attn_implementation="flash_attention_2"))
+    assert report.problems == [] and any("cli.doctor" in note for note in report.notes)
 
 
 def test_json_list_parquet_and_saved_folders_are_read_like_the_loader(tmp_path):

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -19,12 +20,15 @@ from mrtpo_openrlhf.tasks.sql.reward import (
     LOG_KEYS,
     SQL_REWARD_NAMES,
     GoldResultCache,
+    check_rows,
     convert_examples,
     load_json_list,
     main,
+    parse_label,
     read_sql_rows,
     reward_func,
     score_sql,
+    unearnable_rewards,
 )
 from mrtpo_openrlhf.tasks.sql.verifier import SQL_FORMAT_BLOCK, check_format, extract_sql, response_from_query
 
@@ -299,7 +303,41 @@ def test_converter_spider_and_bird(tmp_path):
         convert_examples([{"db_id": "nope", "question": "q", "query": "SELECT 1"}], "spider", BUNDLED_DB_ROOT)
 
 
-def test_cli_convert_and_check(tmp_path, capsys):
+def test_converted_rows_travel_with_a_root_given_at_run_time(tmp_path, monkeypatch, capsys):
+    """Issue 47 item 5: the converter wrote the converting machine's absolute database root into every label; now the
+    label names the database by db_id and MRTPO_SQL_DB_ROOT, set where the run happens, gives the root."""
+    databases = FIXTURE_DIR / "bird" / "dev_databases"
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(databases, moved)
+    out = tmp_path / "rows.jsonl"
+    args = ["convert", "--format", "bird", "--input", str(FIXTURE_DIR / "bird" / "train.json")]
+    assert main([*args, "--db-root", str(databases), "--out", str(out), "--check-gold"]) == 0
+    assert f"export MRTPO_SQL_DB_ROOT={databases.resolve()}" in capsys.readouterr().out
+    labels = [row["label"] for row in read_sql_rows(out)]
+    assert all("db_root" not in label and str(databases) not in json.dumps(label) for label in labels)
+    monkeypatch.setenv("MRTPO_SQL_DB_ROOT", str(moved))  # the training machine's copy, at another path
+    assert all(parse_label(label).db_path.is_relative_to(moved) for label in labels)
+    assert main(["check", "--input", str(out)]) == 0
+    monkeypatch.delenv("MRTPO_SQL_DB_ROOT")  # no root given: the pre-flight's reason says which variable to set
+    assert unearnable_rewards({"db_id": "only_elsewhere", "gold": "SELECT 1"})[0][1].endswith(
+        "(set MRTPO_SQL_DB_ROOT to the folder holding <db_id>/)"
+    )
+    pinned = tmp_path / "pinned.jsonl"
+    assert main([*args, "--db-root", str(databases), "--out", str(pinned), "--db-root-in-label"]) == 0
+    assert read_sql_rows(pinned)[0]["label"]["db_root"] == str(databases.resolve())
+
+
+def test_a_gold_query_that_cannot_run_makes_execution_unearnable():
+    """Issue 49 item 3: the same check as ``sql check`` (``gold_failure``) is the task's ``unearnable``."""
+    label = {"db_id": "bookstore", "gold": "SELEC broken"}
+    found = unearnable_rewards(label)
+    assert [name for name, _ in found] == ["execution"] and "gold query failed" in found[0][1]
+    assert check_rows([{"prompt": "q", "label": label}], "rows.jsonl")[0].startswith("rows.jsonl: row 1: gold query")
+    assert unearnable_rewards({"db_id": "bookstore", "gold": "SELECT count(*) FROM authors"}) == []
+
+
+def test_cli_convert_and_check(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MRTPO_SQL_DB_ROOT", str(FIXTURE_DIR / "bird" / "dev_databases"))
     out = tmp_path / "rows.jsonl"
     args = [
         "convert",

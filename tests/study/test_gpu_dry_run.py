@@ -19,11 +19,11 @@ from test_args import parse_upstream  # noqa: E402
 
 def test_gpu_study_dry_run_prints_15_parseable_commands(tmp_path, capsys, monkeypatch):
     assert main(["run", str(REPO / "examples/study/sql_qwen3b_gpu.toml"), "--dry-run", "--out", str(tmp_path)]) == 0
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("python -m")]
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if " -m mrtpo_openrlhf.cli.train_ppo_ray " in ln]
     assert len(lines) == 15
     seen = set()
     for line in lines:
-        args = vars(parse_upstream(shlex.split(line)[3:], monkeypatch))
+        args = vars(parse_upstream(shlex.split(line)[3:], monkeypatch))  # [python, -m, module, flags...]
         seen.add((args["algo.advantage.estimator"], args["algo.mrtpo.placement"], args["train.seed"]))
         assert args["actor.model_name_or_path"] == "Qwen/Qwen2.5-Coder-3B-Instruct"
         assert args["data.max_samples"] == 100 * 64 and args["rollout.n_samples_per_prompt"] == 8
@@ -45,7 +45,7 @@ def test_gpu_study_dry_run_prints_15_parseable_commands(tmp_path, capsys, monkey
 def test_arms_and_seeds_select_runs(tmp_path, capsys, monkeypatch):
     config = str(REPO / "examples/study/sql_qwen3b_gpu.toml")
     assert main(["run", config, "--dry-run", "--out", str(tmp_path), "--arms", "mrtpo-joint", "--seeds", "2"]) == 0
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("python -m")]
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if " -m mrtpo_openrlhf.cli.train_ppo_ray " in ln]
     assert len(lines) == 1
     args = vars(parse_upstream(shlex.split(lines[0])[3:], monkeypatch))
     assert (args["algo.mrtpo.placement"], args["train.seed"]) == ("joint", 2)

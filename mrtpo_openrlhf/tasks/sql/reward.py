@@ -31,12 +31,14 @@ JSONL training row schema (OpenRLHF ``--data.input_key prompt --data.label_key l
                "gold": "SELECT ...",         # reference query
                "mode": "auto",               # optional: auto | bird | spider
                "keep_distinct": false,       # optional, Spider comparison only
-               "db_root": "/data/spider/database"},  # optional
+               "db_root": "/data/spider/database"},  # optional; the converter leaves it out (--db-root-in-label)
      "meta": {...}}                          # optional, ignored by the reward
 
 Database resolution: ``db_path`` if absolute; else relative to the first root found among ``label["db_root"]``,
 the ``MRTPO_SQL_DB_ROOT`` environment variable and the bundled fixtures (``mrtpo_openrlhf/data/sql/database``).
-``db_id`` resolves to ``<root>/<db_id>/<db_id>.sqlite`` (the Spider and BIRD layout).
+``db_id`` resolves to ``<root>/<db_id>/<db_id>.sqlite`` (the Spider and BIRD layout). Rows made by the converter
+name ``db_id`` only, so they travel: the machine that trains sets ``MRTPO_SQL_DB_ROOT`` to its copy of the databases
+(the launcher forwards it to every Ray worker).
 
 Sandbox limits for the model's query default to 1 s and 10,000 rows; the environment variables
 ``MRTPO_SQL_TIMEOUT_S`` and ``MRTPO_SQL_MAX_ROWS`` change them for a training run. Gold queries get 30 s (the BIRD
@@ -154,11 +156,27 @@ def missing_database(parsed: SqlLabel) -> str:
     return "" if parsed.db_path.is_file() else f"database not found: {parsed.db_path}"
 
 
+def gold_failure(parsed: SqlLabel) -> str:
+    """Why the label's gold query cannot run ("" when it runs), run as the scorer runs it (DISTINCT removed under
+    the Spider comparison, the gold limits): then no response can match it. The one check behind both
+    ``sql check`` (``check_rows``) and the training pre-flight (``unearnable_rewards``)."""
+    comparison, _ = choose_comparison(parsed.gold, parsed.mode)
+    gold_sql = remove_distinct(parsed.gold) if comparison == "spider" and not parsed.keep_distinct else parsed.gold
+    res = execute_sql(parsed.db_path, gold_sql, timeout_s=GOLD_TIMEOUT_S, **GOLD_LIMITS)
+    return "" if res.ok else f"gold query failed: {res.error}"
+
+
 def unearnable_rewards(label: Any) -> list[tuple[str, str]]:
     """(reward name, reason) for each reward no response can earn under ``label`` (the task registry's
-    ``unearnable``, read by the training pre-flight). ValueError when the label does not parse."""
-    reason = missing_database(parse_label(label))
-    return [("executable", reason), ("execution", reason)] if reason else []
+    ``unearnable``, read by the training pre-flight): a missing database loses ``executable`` and ``execution``, a
+    gold query that cannot run loses ``execution``. ValueError when the label does not parse."""
+    parsed = parse_label(label)
+    reason = missing_database(parsed)
+    if reason:
+        hint = "" if os.environ.get(DB_ROOT_ENV) else f" (set {DB_ROOT_ENV} to the folder holding <db_id>/)"
+        return [("executable", reason + hint), ("execution", reason + hint)]
+    reason = gold_failure(parsed)
+    return [("execution", reason)] if reason else []
 
 
 def resolve_db_path(label: dict) -> Path:
@@ -423,7 +441,7 @@ def convert_examples(
     *,
     source: str = "<input>",
     mode: str = "auto",
-    db_root_in_label: bool = True,
+    db_root_in_label: bool = False,
     one_shot: bool = False,
 ) -> list[dict]:
     """Spider/BIRD examples -> training rows (see the module docstring for the row schema).
@@ -491,12 +509,9 @@ def check_rows(rows: list[dict], source: str = "<rows>") -> list[str]:
 
     problems = []
     for index, row in enumerate(tqdm(rows, desc="checking gold SQL", unit="row", disable=len(rows) < 50)):
-        parsed = parse_label(row["label"])
-        comparison, _ = choose_comparison(parsed.gold, parsed.mode)
-        gold_sql = remove_distinct(parsed.gold) if comparison == "spider" and not parsed.keep_distinct else parsed.gold
-        res = execute_sql(parsed.db_path, gold_sql, timeout_s=GOLD_TIMEOUT_S, **GOLD_LIMITS)
-        if not res.ok:
-            problems.append(f"{source}: row {index + 1}: gold query failed: {res.error}")
+        reason = gold_failure(parse_label(row["label"]))
+        if reason:
+            problems.append(f"{source}: row {index + 1}: {reason}")
     return problems
 
 
@@ -510,7 +525,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m mrtpo_openrlhf.cl
     conv.add_argument("--db-root", required=True, help="folder holding <db_id>/<db_id>.sqlite")
     conv.add_argument("--out", required=True)
     conv.add_argument("--mode", default="auto", choices=MODES)
-    conv.add_argument("--no-db-root-in-label", action="store_true", help="resolve the db root at reward time instead")
+    conv.add_argument(
+        "--db-root-in-label",
+        action="store_true",
+        help=f"write --db-root's absolute path into every label (the rows then work only where that path exists); "
+        f"by default labels name the database by db_id and {DB_ROOT_ENV} gives the root at run time",
+    )
+    conv.add_argument("--no-db-root-in-label", action="store_true", help=argparse.SUPPRESS)  # the old default now
     conv.add_argument("--limit", type=int, default=0, help="convert only the first N examples (0 = all)")
     conv.add_argument("--check-gold", action="store_true", help="run every gold query and fail if one errors")
     conv.add_argument("--one-shot", action="store_true", help="append a worked example of the layout (small models)")
@@ -529,15 +550,20 @@ def main(argv: list[str] | None = None, prog: str = "python -m mrtpo_openrlhf.cl
                 args.db_root,
                 source=args.input,
                 mode=args.mode,
-                db_root_in_label=not args.no_db_root_in_label,
+                db_root_in_label=args.db_root_in_label and not args.no_db_root_in_label,
                 one_shot=args.one_shot,
             )
-            problems = check_rows(rows, args.input) if args.check_gold else []
+            # the gold queries run on --db-root's databases, whatever MRTPO_SQL_DB_ROOT says here
+            rooted = [dict(r, label=dict(r["label"], db_root=str(Path(args.db_root).resolve()))) for r in rows]
+            problems = check_rows(rooted, args.input) if args.check_gold else []
             if problems:
                 print("\n".join(problems), file=sys.stderr)
                 return 1
             n = write_jsonl(args.out, rows)
             print(f"wrote {n} rows to {args.out}")
+            if not (args.db_root_in_label and not args.no_db_root_in_label):
+                root = Path(args.db_root).resolve()
+                print(f"their databases resolve under {DB_ROOT_ENV} at run time: export {DB_ROOT_ENV}={root}")
         else:
             rows = read_sql_rows(args.input)
             problems = check_rows(rows, args.input)
