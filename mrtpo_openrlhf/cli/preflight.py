@@ -549,3 +549,22 @@ def run(flags: argparse.Namespace, stream=None) -> None:
     print(f"{PREFIX}: ok in {time.perf_counter() - t0:.2f}s: {'; '.join(report.facts)}", file=stream, flush=True)
     if getattr(flags, ONLY_DEST, False):
         sys.exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mrtpo_openrlhf.cli.preflight <training flags>``: the training CLI's ``--preflight-only``."""
+    from .train_ppo_ray import preflight_status
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print(
+            "usage: python -m mrtpo_openrlhf.cli.preflight <flags of mrtpo_openrlhf.cli.train_ppo_ray>\n"
+            "runs the training pre-flight only (the same as adding --preflight-only): exit 0 fine, 2 a problem",
+            file=sys.stderr,
+        )
+        return 2
+    return preflight_status([a for a in argv if a != "--preflight-only"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
