@@ -320,7 +320,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         return total.std(dim=1, keepdim=True).expand(-1, group_size).reshape(-1)
 
     def _reward_metrics(self, batch: RewardBatch, adv: torch.Tensor | None) -> dict[str, float]:
-        """Per-reward mean reward (and advantage std) by reward name."""
+        """By reward name: the reward's mean and std over the batch (``reward/<name>/mean|std``, TRL's
+        ``rewards/<name>/mean|std``; std with Bessel's correction, as TRL's), and its GDPO advantage's std."""
         values = defaultdict(list)
         advs = defaultdict(list)
         for g, names in enumerate(batch.names):
@@ -330,6 +331,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                     if adv is not None:
                         advs[name].append(float(adv[g, k]))
         out = {f"reward/{n}/mean": sum(v) / len(v) for n, v in values.items()}
+        out.update({f"reward/{n}/std": float(torch.tensor(v).std()) if len(v) > 1 else 0.0 for n, v in values.items()})
         for n, a in advs.items():
             out[f"reward/{n}/adv_std"] = float(torch.tensor(a).std()) if len(a) > 1 else 0.0
         n_pairs = float(batch.present.sum())

@@ -1,6 +1,7 @@
 """The experience maker's advantages against naive loops (naive_reference.py) on hand-built experiences."""
 
 import random
+import statistics
 from types import SimpleNamespace
 
 import pytest
@@ -144,6 +145,10 @@ def test_mrtpo_advantages_equal_naive_reference(seed, tiny_llama, char_tokenizer
     # every reward of every response is present here: the share of the N x K pairs with A != 0 and a block
     assert 0 < replayed < R.numel() and metrics["mrtpo/replayed_pairs_frac"] == pytest.approx(replayed / R.numel())
     assert "reward/execution/mean" in metrics
+    for k, name in enumerate(NAMES):  # the reward's own spread, as TRL's rewards/<name>/std (issue 49, item 10)
+        column = R[:, k].tolist()
+        assert metrics[f"reward/{name}/mean"] == pytest.approx(statistics.mean(column))
+        assert metrics[f"reward/{name}/std"] == pytest.approx(statistics.stdev(column))
     for name, shares in top.items():
         assert metrics[f"mrtpo/{name}/top20_share"] == pytest.approx(sum(shares) / len(shares), abs=1e-4), name
     # same number of forwards on every rank
