@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ..core.settings import DEFAULT_BETA
-from ..launch.default import ESTIMATORS, RUN, check_run, mrtpo_cpu_args
+from ..launch.default import ESTIMATORS, RUN, check_run, mrtpo_cpu_args, resume_note
 from ..launch.memory import NotEnoughMemory
 from ..launch.runner import (
     REPO_ROOT,
@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         data,
     )
     flags += upstream_flags  # after ours: the training CLI's parser keeps the last value given
+    note = resume_note(out, flags)
+    if note:
+        print(note, flush=True)
     print(
         f"[mrtpo] {args.estimator} on {args.task}: {args.steps} steps x {args.prompts_per_step} prompts x "
         f"{args.samples_per_prompt} samples, model {model}, run folder {out}",
