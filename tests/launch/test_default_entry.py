@@ -31,3 +31,39 @@ def test_the_cpu_default_keeps_one_checkpoint_and_says_when_resume_has_none(tmp_
     assert note and "starts at step 0" in note and "SAVE_STEPS" in note
     (tmp_path / "ckpt" / "_actor" / "global_step2").mkdir(parents=True)
     assert resume_note(tmp_path, [*flags, "--ckpt.load_enable"]) is None
+
+
+def test_the_model_is_prepared_in_a_child_process_that_exits_before_the_run(tmp_path, monkeypatch):
+    """Issue 49, item 12: the launcher converted SmolLM2 in its own process (1.0 GiB held for the whole run) and the
+    JS kernel's first compile (cc1plus, 1.9 GiB) ran beside the run's peak. Both run in one child before the run,
+    once per dtype: a later start spawns nothing."""
+    import subprocess as sp
+    from pathlib import Path
+
+    from mrtpo_openrlhf.cli import default
+
+    monkeypatch.setenv("MRTPO_CACHE", str(tmp_path))
+    folder = tmp_path / "models" / "SmolLM2-135M-Instruct-bf16"
+    calls = []
+
+    def child(command, **kwargs):
+        calls.append(command)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ".complete").write_text("built\n")
+        return sp.CompletedProcess(command, 0, stdout=f"progress\n{folder}\n")
+
+    monkeypatch.setattr(default.subprocess, "run", child)
+    assert default.prepare_smollm2("bf16", 0.7) == folder
+    (command,) = calls
+    assert command[1:] == [
+        "-m",
+        "mrtpo_openrlhf.cli.models",
+        "smollm2",
+        "--warm-js-kernel",
+        "bf16",
+        "--temperature",
+        "0.7",
+    ]
+    assert default.prepare_smollm2("bf16", 0.7) == Path(folder) and len(calls) == 1  # converted and warm: no child
+    default.prepare_smollm2("fp32", 0.7)  # the kernel compiles per dtype
+    assert len(calls) == 2 and calls[1][5] == "fp32"
