@@ -106,6 +106,21 @@ def resolve_model(ap: argparse.ArgumentParser, name: str, dtype: str = "bf16") -
     return model
 
 
+def credit_page(folder: Path, estimator: str) -> Path | None:
+    """The run's credit page (``diagnostics/run_page.py``) from the rows its experience maker kept; None when it
+    replayed nothing (gdpo, beta 0 all along) or the page could not be drawn (said on stderr)."""
+    from ..diagnostics import run_page
+
+    samples = run_page.samples_in(folder)
+    if samples is None:
+        return None
+    try:
+        return run_page.render(samples, folder / run_page.PAGE_FILE, {"estimator": estimator})
+    except Exception as exc:  # noqa: BLE001 - the page is a view; the run itself succeeded
+        print(f"[mrtpo] could not draw the credit page: {exc}", file=sys.stderr)
+        return None
+
+
 def report_run(result, out: Path, estimator: str, t0: float) -> int:
     """After a finished run: draw the curves, print where everything is, check that it really trained."""
     if not result.ok:
@@ -120,9 +135,12 @@ def report_run(result, out: Path, estimator: str, t0: float) -> int:
         plot_main([str(result.metrics_path), "--out", str(curves)])
     except Exception as exc:  # noqa: BLE001 - the plot is a convenience; the run itself succeeded
         print(f"[mrtpo] could not draw the curves: {exc}", file=sys.stderr)
+    page = credit_page(result.metrics_path.parent, estimator)
     print(f"[mrtpo] done in {time.time() - t0:.0f}s (peak memory {result.peak_memory_bytes / 2**30:.1f} GiB)")
     print(f"[mrtpo]   metrics:    {result.metrics_path}")
     print(f"[mrtpo]   curves:     {curves}")
+    if page is not None:
+        print(f"[mrtpo]   credit:     {page}  (where each reward's advantage went, on responses the run replayed)")
     print(f"[mrtpo]   checkpoint: {out / 'model'}")
     print(f"[mrtpo]   log:        {result.log_path}")
     print(f"[mrtpo]   dtype:      {result.cpu_dtype} ({result.workdir / 'run.json'})")
