@@ -354,8 +354,15 @@ def _http_json(url: str, payload: dict | None = None) -> Any:
     data = None if payload is None else json.dumps(payload).encode()
     headers = {"Content-Type": "application/json"} if data is not None else {}
     request = urllib.request.Request(url, data=data, headers=headers, method="GET" if data is None else "POST")
-    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:  # noqa: S310 - the user's own URL
-        return json.loads(response.read().decode("utf-8"))
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:  # noqa: S310 - the user's own URL
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:  # the server's reason (e.g. a 500 "reward setup error: ..."), not just 500
+        try:
+            reason = json.loads(exc.read().decode("utf-8")).get("error")
+        except (ValueError, AttributeError, OSError):
+            reason = None
+        raise ValueError(f"HTTP {exc.code}: {reason or exc.reason}") from None
 
 
 def _poster(url: str):

@@ -392,3 +392,19 @@ def test_a_label_this_server_cannot_score_is_an_http_error_every_client_sees(tmp
         srv.shutdown()
         srv.server_close()
         thread.join(timeout=5)
+
+
+def test_the_preflight_names_the_servers_reason_for_a_non_200(tmp_path):
+    """With item 5's 500, the pre-flight's one call on the first row names the server's reason."""
+    from mrtpo_openrlhf.cli.preflight import _poster
+
+    label = {"db_id": "school", "gold": "SELECT 1", "db_root": str(tmp_path)}
+    srv, thread = start_in_thread("sql", port=0, workers=1)
+    try:
+        url = "http://{}:{}/get_reward".format(*srv.server_address[:2])
+        with pytest.raises(ValueError, match=r"HTTP 500: reward setup error: .*SQL database not found"):
+            _poster(url)("SELECT 1", "", label)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
