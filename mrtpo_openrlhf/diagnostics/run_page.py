@@ -11,6 +11,7 @@ advantages the loss got (all rewards, after GDPO's batch step, the length penalt
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -19,6 +20,8 @@ import torch
 
 from ..metrics import ENV_VAR as METRICS_ENV
 from ..paths import display_path
+
+logger = logging.getLogger(__name__)
 
 SAMPLES_FILE = "replayed_samples.jsonl"
 PAGE_FILE = "credit.html"
@@ -43,14 +46,22 @@ class RunSamples:
 
     def keep(self, e, q: torch.Tensor, advantages: torch.Tensor, response, batch, placement) -> None:
         """Rows of experience ``e`` that were replayed: q (B, K, T) and the loss's advantages (B, T) on the
-        action mask's positions (token t of the mask is ``sequences[:, t + 1]``, upstream 0.11.2)."""
+        action mask's positions. The mask covers a sequence's last T positions (upstream 0.11.2 takes the last
+        ``action_mask.shape[1]`` log-probs). A view of training: a failure here is logged, never raised."""
+        try:
+            self._keep(e, q, advantages, response, batch, placement)
+        except Exception as exc:  # noqa: BLE001 - the page must never stop a run
+            logger.warning("[mrtpo] credit page: rows not kept at step %d: %s", self.step, exc)
+            self.path = None
+
+    def _keep(self, e, q, advantages, response, batch, placement) -> None:
         mask = e.action_mask.bool()
         for j, g in enumerate(e.index):
             if len(self.rows) >= KEEP_ROWS:
                 return
             if not bool(q[j].any()):
                 continue
-            ids = e.sequences[j][1:][mask[j]].tolist()
+            ids = e.sequences[j][e.sequences.shape[1] - mask.shape[1] :][mask[j]].tolist()
             self.rows.append(
                 {
                     "step": self.step,
