@@ -67,3 +67,22 @@ def test_the_model_is_prepared_in_a_child_process_that_exits_before_the_run(tmp_
     assert default.prepare_smollm2("bf16", 0.7) == Path(folder) and len(calls) == 1  # converted and warm: no child
     default.prepare_smollm2("fp32", 0.7)  # the kernel compiles per dtype
     assert len(calls) == 2 and calls[1][5] == "fp32"
+
+
+def test_the_run_report_draws_the_credit_page_from_the_kept_rows(tmp_path):
+    """Issue 49, item 14: the report's page comes from the rows the run kept (no model, no replay here)."""
+    import json
+
+    from mrtpo_openrlhf.cli.default import credit_page
+
+    assert credit_page(tmp_path, "mrtpo") is None  # gdpo, or beta 0 all along: nothing replayed, no page
+    row = {
+        "step": 4, "row": 1, "measure": None, "mode": "mrtpo", "beta": 0.5, "tokens": ["<think>", "x", "</think>"],
+        "names": ["format", "execution"], "values": [1.0, 0.0], "group_advantages": [0.8, -0.4],
+        "q": [[0.6, 0.0, 0.4], [0.0, 0.0, 0.0]], "advantages": [1.1, 0.1, 0.3],
+    }  # fmt: skip
+    (tmp_path / "replayed_samples.jsonl").write_text(json.dumps(row) + "\n")
+    page = credit_page(tmp_path, "mrtpo")
+    text = page.read_text()
+    assert page == tmp_path / "credit.html" and "&lt;think&gt;" in text and "<think>" not in text.split("<body>")[1]
+    assert text.count("token advantage this reward placed") == 2 and "A = +0.800" in text
