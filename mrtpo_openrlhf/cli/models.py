@@ -4,6 +4,7 @@ Prints the folder path on stdout (progress goes to stderr), so scripts can do MO
 """
 
 import argparse
+import sys
 
 from ..models.prepare import ensure_smollm2, make_tiny_model
 
@@ -45,7 +46,10 @@ def main(argv=None) -> None:
     if args.command == "smollm2":
         path = ensure_smollm2(args.cache_dir)
         if args.warm_js_kernel:
-            warm_js_kernel(args.warm_js_kernel, args.temperature)
+            try:
+                warm_js_kernel(args.warm_js_kernel, args.temperature)
+            except Exception as exc:  # noqa: BLE001 - only a head start: the run compiles (or runs eagerly) itself
+                print(f"[mrtpo.models] JS kernel not compiled ahead ({type(exc).__name__}: {exc})", file=sys.stderr)
         print(path)
     else:
         print(
