@@ -6,4 +6,10 @@ run the same path on a CPU machine; ``evaluation`` and ``diagnostics`` read the 
 task (reward module, data, prompt builder, benchmarks, diagnostic spans, CPU defaults) once; all of these read it.
 """
 
+import warnings
+
+# torch imports pynvml (installed by upstream's requirements), which warns it is deprecated on every import: once
+# per process, three times in a reward server's log. Nothing here calls pynvml; the warning says nothing to act on.
+warnings.filterwarnings("ignore", message="The pynvml package is deprecated", category=FutureWarning)
+
 __version__ = "0.1.0"

@@ -3,6 +3,7 @@ forwards (experience making and training) run the output layer only at the respo
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import ray
@@ -12,6 +13,7 @@ from openrlhf.trainer.ray.launcher import ReferenceModelActor
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 from ..core import ReplayRequest, replay_relevance
+from ..paths import share_like_umask
 from ..ports import held_port
 from .log_probs import label_log_probs
 from .ranks import inject_replay_failure
@@ -118,6 +120,17 @@ class MRTPOPolicyModelActorBase(HeldRendezvousPort, PolicyModelActor.__ray_actor
         super().init_model_from_pretrained(strategy, pretrain, *args, **kwargs)
         if type(self.actor) is Actor:  # same object, same weights and engine: only forward changes
             self.actor.__class__ = ResponseLogitsActor
+
+    def save_model(self):
+        super().save_model()  # upstream: the HF folder in --ckpt.output_dir (pinned in test_upstream_contracts)
+        if self.strategy.is_rank_0():
+            share_like_umask(self.strategy.args.ckpt.output_dir)
+
+    def save_checkpoint(self, tag, *args, **kwargs):
+        super().save_checkpoint(tag, *args, **kwargs)  # with --ckpt.save_hf: an HF folder ``{ckpt.path}/{tag}_hf``
+        hf = os.path.join(self.strategy.args.ckpt.path, f"{tag}_hf")
+        if self.strategy.is_rank_0() and os.path.isdir(hf):
+            share_like_umask(hf)
 
     def replay_relevance(
         self,

@@ -47,6 +47,7 @@ from ..core import (
     response_advantages,
     tokens_for_mass,
 )
+from ..diagnostics.run_page import RunSamples
 from ..rewards.contract import RewardVector
 from .ranks import get_ranks
 from .transport import pop_reward_vectors
@@ -231,6 +232,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
 
         cap_counts = [0, 0]  # tokens where the cap changed the advantage, valid tokens
         dump = {} if os.environ.get(DUMP_ENV) else None
+        # a few replayed rows for the run's credit page (diagnostics/run_page.py), beside metrics.jsonl
+        page = RunSamples.from_env(self.tokenizer, self.global_step, getattr(replay, "measure", None))
         for e in experiences:
             rows = torch.tensor(e.index)
             mask = e.action_mask.bool()
@@ -243,6 +246,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                         q[j, :, first : first + qg.shape[1]] = qg
             out = estimator(response, TokenInputs(rows, mask, q, self.global_step, generator), settings, placement)
             a = out.advantages
+            if page is not None and q is not None:
+                page.keep(e, q, a, response, batch, placement)
             cap_counts[0] += int(out.cap_binding.sum())
             cap_counts[1] += int(mask.sum())
             if dump is not None:
@@ -270,6 +275,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
             e.kl = None
         if dump is not None:
             self._dump(dump, placement.beta, placement.mode)
+        if page is not None:
+            page.write()
         self.last_metrics = self._reward_metrics(batch, adv)
         if bool((penalty != 0).any()):
             self.last_metrics[f"reward/{LENGTH_PENALTY}/mean"] = float(penalty.mean())
@@ -320,7 +327,8 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         return total.std(dim=1, keepdim=True).expand(-1, group_size).reshape(-1)
 
     def _reward_metrics(self, batch: RewardBatch, adv: torch.Tensor | None) -> dict[str, float]:
-        """Per-reward mean reward (and advantage std) by reward name."""
+        """By reward name: the reward's mean and std over the batch (``reward/<name>/mean|std``, TRL's
+        ``rewards/<name>/mean|std``; std with Bessel's correction, as TRL's), and its GDPO advantage's std."""
         values = defaultdict(list)
         advs = defaultdict(list)
         for g, names in enumerate(batch.names):
@@ -330,6 +338,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                     if adv is not None:
                         advs[name].append(float(adv[g, k]))
         out = {f"reward/{n}/mean": sum(v) / len(v) for n, v in values.items()}
+        out.update({f"reward/{n}/std": float(torch.tensor(v).std()) if len(v) > 1 else 0.0 for n, v in values.items()})
         for n, a in advs.items():
             out[f"reward/{n}/adv_std"] = float(torch.tensor(a).std()) if len(a) > 1 else 0.0
         n_pairs = float(batch.present.sum())

@@ -7,7 +7,14 @@ import time
 
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
-from .transport import attach_reward_vector, fill_missing_logs, raise_setup_error, scalar, split_extra_logs
+from .transport import (
+    RewardSetupError,
+    attach_reward_vector,
+    fill_missing_logs,
+    raise_setup_error,
+    scalar,
+    split_extra_logs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -18,6 +25,12 @@ class MRTPOSamplesGenerator(SamplesGenerator):
     def _process_response_into_experience(self, response, **generate_kwargs):
         safe_logs, ours = split_extra_logs(response.get("extra_logs"))
         raise_setup_error(ours)  # training on the zeros of a reward that could not run would be silent
+        if response.get("reward") is None and getattr(getattr(self.args, "reward", None), "remote_url", None):
+            # upstream logs a failed reward call ("Failed to fetch reward from remote RM") and goes on without one
+            raise RewardSetupError(
+                "no reward for a response: the reward function or server failed (a server's non-200 answer, e.g. "
+                "500 'reward setup error: ...'; its reason is in the server's log and upstream's log line above)"
+            )
         # the HTTP reward server answers JSON lists ([x] per response); upstream would make (1, 1) rewards of them
         response = {
             **response,

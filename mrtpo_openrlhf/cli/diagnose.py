@@ -1,4 +1,5 @@
-"""Command line of ``python -m mrtpo_openrlhf.diagnose`` (see docs/diagnostics.md)."""
+"""Command line of ``python -m mrtpo_openrlhf.cli.diagnose`` (also ``python -m mrtpo_openrlhf.diagnose``; see
+docs/diagnostics.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ..diagnostics.runner import NULL_TEXT, DiagnoseError, run
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m mrtpo_openrlhf.diagnose",
+        prog="python -m mrtpo_openrlhf.cli.diagnose",
         description="Replay every (response, reward) pair and write a relevance heatmap page, "
         "relevance.jsonl and summary.json with the paper's localization statistics.",
     )
@@ -79,3 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kind, path in paths.items():
         print(f"{kind}: {path}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

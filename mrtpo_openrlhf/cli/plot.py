@@ -65,15 +65,14 @@ def select_keys(runs: Sequence[Sequence[dict]], patterns: Sequence[str]) -> list
     return keys
 
 
-def plot_runs(
-    runs: Sequence[Sequence[dict]], labels: Sequence[str], keys: Sequence[str], out: Path, ncols: int = 3
-) -> Path:
-    """One panel per key, one line per run; saves a PNG (Agg backend)."""
+def figure(runs: Sequence[Sequence[dict]], labels: Sequence[str], keys: Sequence[str], ncols: int = 3):
+    """The matplotlib figure of ``plot_runs`` (Agg backend): one panel per key, one line per run."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     if not keys:
         raise PlotError("no metric to plot (none of the keys is in any run)")
@@ -91,11 +90,22 @@ def plot_runs(
         ax.set_xlabel("step", fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no "1.5" tick on a 4-step run
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     handles = [Line2D([], [], color=f"C{i % 10}", linewidth=1.5) for i in range(len(runs))]
     fig.legend(handles, list(labels), loc="upper center", ncol=min(len(labels), 6), fontsize=9, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.94 if nrows == 1 else 0.97))
+    return fig
+
+
+def plot_runs(
+    runs: Sequence[Sequence[dict]], labels: Sequence[str], keys: Sequence[str], out: Path, ncols: int = 3
+) -> Path:
+    """One panel per key, one line per run; saves a PNG (Agg backend)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(runs, labels, keys, ncols)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)

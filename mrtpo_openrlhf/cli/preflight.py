@@ -354,8 +354,15 @@ def _http_json(url: str, payload: dict | None = None) -> Any:
     data = None if payload is None else json.dumps(payload).encode()
     headers = {"Content-Type": "application/json"} if data is not None else {}
     request = urllib.request.Request(url, data=data, headers=headers, method="GET" if data is None else "POST")
-    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:  # noqa: S310 - the user's own URL
-        return json.loads(response.read().decode("utf-8"))
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:  # noqa: S310 - the user's own URL
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:  # the server's reason (e.g. a 500 "reward setup error: ..."), not just 500
+        try:
+            reason = json.loads(exc.read().decode("utf-8")).get("error")
+        except (ValueError, AttributeError, OSError):
+            reason = None
+        raise ValueError(f"HTTP {exc.code}: {reason or exc.reason}") from None
 
 
 def _poster(url: str):
@@ -600,3 +607,22 @@ def run(flags: argparse.Namespace, stream=None) -> None:
     print(f"{PREFIX}: ok in {time.perf_counter() - t0:.2f}s: {'; '.join(report.facts)}", file=stream, flush=True)
     if getattr(flags, ONLY_DEST, False):
         sys.exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mrtpo_openrlhf.cli.preflight <training flags>``: the training CLI's ``--preflight-only``."""
+    from .train_ppo_ray import preflight_status
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print(
+            "usage: python -m mrtpo_openrlhf.cli.preflight <flags of mrtpo_openrlhf.cli.train_ppo_ray>\n"
+            "runs the training pre-flight only (the same as adding --preflight-only): exit 0 fine, 2 a problem",
+            file=sys.stderr,
+        )
+        return 2
+    return preflight_status([a for a in argv if a != "--preflight-only"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

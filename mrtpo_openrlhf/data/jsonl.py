@@ -22,6 +22,12 @@ def iter_jsonl(path: str | Path, validate: Callable[[dict], None] | None = None)
         yield row
 
 
+def json_error_at(exc: json.JSONDecodeError) -> str:
+    """``exc``'s message and column: "Expecting value at column 5", "Unterminated string starting at column 16"
+    (json's message for an open string already ends in "at")."""
+    return f"{exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno}"
+
+
 def iter_jsonl_numbered(path: str | Path, validate: Callable[[dict], None] | None = None) -> Iterator[tuple[int, dict]]:
     """``iter_jsonl`` with each row's 1-based line number, for callers whose own checks name the line. A UTF-8
     byte-order mark before the first row is skipped (editors on Windows write one)."""
@@ -41,7 +47,7 @@ def iter_jsonl_numbered(path: str | Path, validate: Callable[[dict], None] | Non
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+                raise DatasetError(f"{path}:{lineno}: invalid JSON ({json_error_at(exc)})") from None
             except RecursionError:
                 raise DatasetError(f"{path}:{lineno}: JSON nested too deeply") from None
             if not isinstance(row, dict):
@@ -56,6 +62,12 @@ def iter_jsonl_numbered(path: str | Path, validate: Callable[[dict], None] | Non
 
 def read_jsonl(path: str | Path, validate: Callable[[dict], None] | None = None) -> list[dict]:
     return list(iter_jsonl(path, validate))
+
+
+def refuse_existing(path: str | Path, overwrite: bool) -> None:
+    """A converter's ``--out``: an existing file is replaced only with ``--overwrite`` (DatasetError otherwise)."""
+    if not overwrite and Path(path).exists():
+        raise DatasetError(f"{path} exists: pass --overwrite to replace it")
 
 
 def new_file_mode() -> int:

@@ -238,3 +238,72 @@ its value). Underlined tokens lie in a measured span: <span class="sp-tags">tags
 {cards}
 </body></html>
 """
+
+
+ADV_RGB = {True: (26, 127, 55), False: (207, 34, 46)}  # green: the token gains probability, red: it loses
+
+
+def signed_heatmap(tokens: Sequence[str], values: Sequence[float], label: str = "A") -> str:
+    """Token advantages: green above 0, red below, opacity |value| / max |value|; the value in the tooltip."""
+    if len(tokens) != len(values):
+        raise ValueError(f"{len(tokens)} tokens but {len(values)} values")
+    top = max((abs(v) for v in values), default=0.0)
+    parts = []
+    for t, (tok, val) in enumerate(zip(tokens, values)):
+        alpha = abs(val) / top if top > 0 else 0.0
+        r, g, b = ADV_RGB[val >= 0]
+        title = f"#{t} {label}={val:+.4f} {tok!r}"
+        style = f"background:rgba({r},{g},{b},{alpha:.3f})"
+        parts.append(f'<span class="tok" style="{style}" title="{esc(title)}">{esc(visible_token(tok))}</span>')
+    return f'<div class="heat">{"".join(parts)}</div>'
+
+
+def run_credit_page(rows: Sequence[Mapping[str, Any]], run_info: Mapping[str, Any]) -> str:
+    """A training run's page (``run_page.render``): per kept response, each reward's q heatmap and the token
+    advantage it placed, then the advantages the loss got. rows: ``run_page.RunSamples`` rows plus
+    ``reward_advantages`` (K, L)."""
+    meta = " · ".join(f"{esc(k)}: {esc(v)}" for k, v in run_info.items())
+    cards = []
+    for row in rows:
+        tokens = row["tokens"]
+        sections = []
+        for k, name in enumerate(row["names"]):
+            if not name:
+                continue
+            a_k = row["group_advantages"][k]
+            q = row["q"][k]
+            heat = (
+                token_heatmap(tokens, q)
+                if max(q, default=0.0) > 0
+                else '<div class="muted">not replayed (A = 0 or no block): placed uniformly</div>'
+            )
+            sections.append(
+                f'<div class="reward"><div class="rhead"><b>{esc(name)}</b> = {float(row["values"][k]):g} · '
+                f'GDPO advantage A = {a_k:+.3f}</div><div class="stats">q (relevance)</div>{heat}'
+                f'<div class="stats">token advantage this reward placed</div>'
+                f"{signed_heatmap(tokens, row['reward_advantages'][k])}</div>"
+            )
+        title = f"step {row['step']} · response {row['row']} · {len(tokens)} tokens"
+        cards.append(
+            f'<div class="card"><h3>{esc(title)}</h3>{"".join(sections)}<div class="reward"><div class="rhead">'
+            f"<b>all rewards</b>: the token advantages the loss got</div>"
+            f"{signed_heatmap(tokens, row['advantages'])}</div></div>"
+        )
+    first = rows[0] if rows else {}
+    how = f"placement {first.get('mode')}, beta {first.get('beta')}" + (
+        f", relevance measure {first['measure']}" if first.get("measure") else ""
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>MRTPO: where each reward's credit went</title>
+<style>{CSS}</style></head>
+<body>
+<h1>Where each reward's credit went</h1>
+<div class="meta">{meta} · {esc(how)}</div>
+<p class="note">Responses this run replayed at its last replaying step, as training used them (nothing replayed
+again). Red: q[t], the JS distance between the next-token distributions with and without the reward's verifier
+block. Green / red: the token advantage the reward placed (its GDPO advantage A spread over the tokens by q; with
+beta 0 or without a block, evenly), and at the bottom the advantages the loss got (all rewards, after GDPO's batch
+step, the length penalty and the clip). Hover a token for its value.</p>
+{"".join(cards) or '<p class="note">no replayed responses were kept</p>'}
+</body></html>
+"""

@@ -5,7 +5,8 @@ by default, and return plain response text (special tokens skipped).
 
 The model is loaded once per process (``Generator`` keeps it in ``_LOADED``): every benchmark of a run, and a later
 run in the same process with the same model and settings, reuse it; a different model first releases the previous
-one. On a GPU it runs there in bf16 (fp16 where the GPU has no bf16), on the CPU in fp32, unless ``dtype`` asks.
+one. On a GPU it runs there in bf16 (fp16 where the GPU has no bf16), on the CPU in training's dtype (bf16 where
+the CPU has bf16 instructions, else fp32: ``cpu/dtype.py``), unless ``dtype`` asks.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class GenerationConfig:
     top_p: float = 1.0
     seed: int = 0
     backend: str = "auto"  # auto | vllm | transformers
-    dtype: str = "auto"  # auto (bf16 on a GPU, fp32 on the CPU) | bf16 | fp16 | fp32
+    dtype: str = "auto"  # auto (bf16 on a GPU; on the CPU training's rule, cpu/dtype.py) | bf16 | fp16 | fp32
 
 
 def _hub_download(repo_id: str) -> str:
@@ -99,7 +100,8 @@ def choose_backend(requested: str = "auto") -> str:
 
 def choose_device_dtype(requested_dtype: str = "auto") -> tuple[str, str]:
     """(device, dtype): ``("cuda", "bf16")`` when ``torch.cuda.is_available()`` (``"fp16"`` where the GPU has no
-    bf16), else ``("cpu", "fp32")``; a dtype other than ``auto`` is kept as asked."""
+    bf16), else the CPU with training's dtype rule (``cpu.dtype.resolve``: bf16 where the CPU has bf16
+    instructions, fp32 elsewhere; ``MRTPO_CPU_DTYPE`` forces one); a dtype other than ``auto`` is kept as asked."""
     if requested_dtype not in DTYPES:
         raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {requested_dtype!r}")
     import torch
@@ -107,7 +109,11 @@ def choose_device_dtype(requested_dtype: str = "auto") -> tuple[str, str]:
     if torch.cuda.is_available():
         auto = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         return "cuda", auto if requested_dtype == "auto" else requested_dtype
-    return "cpu", "fp32" if requested_dtype == "auto" else requested_dtype
+    if requested_dtype != "auto":
+        return "cpu", requested_dtype
+    from ..cpu.dtype import resolve
+
+    return "cpu", resolve().dtype
 
 
 def chat_prompts(tokenizer, prompts: Sequence[str]) -> list[str]:

@@ -63,7 +63,8 @@ def mrtpo_cpu_args(
         micro_batch_size=RUN.micro_batch_for(cpu_dtype.resolve().bytes),
         gradient_checkpointing=RUN.gradient_checkpointing,
     )
-    args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt")]
+    # one checkpoint kept (upstream keeps 3): with --ckpt.save_steps N each is ~1.5 GB of ZeRO-3 state on SmolLM2
+    args += ["--rollout.temperature", str(temperature), "--ckpt.path", str(out / "ckpt"), "--ckpt.max_num", "1"]
     # only what the estimator reads (gdpo none of these; the CLI warns about flags without effect)
     reads = ADVANTAGE_ESTIMATORS[estimator].reads if estimator in ADVANTAGE_ESTIMATORS else frozenset()
     for name, value in (
@@ -74,6 +75,20 @@ def mrtpo_cpu_args(
         if name in reads:
             args += [f"--algo.mrtpo.{name}", str(value)]
     return args
+
+
+def resume_note(out: Path, flags: list[str]) -> str | None:
+    """The line to print when a run asks to resume (``--ckpt.load_enable``, ``RESUME=1``) from a run folder that
+    holds no checkpoint: the default saves none (upstream's ``--ckpt.save_steps`` is -1), so it starts at step 0."""
+    if "--ckpt.load_enable" not in flags:
+        return None
+    actor = out / "ckpt" / "_actor"
+    if actor.is_dir() and any(actor.iterdir()):
+        return None
+    return (
+        f"[mrtpo] resume asked, but {actor} holds no checkpoint: this run starts at step 0. A run saves one with "
+        "SAVE_STEPS=N (--ckpt.save_steps N) and the same OUT; RESUME=1 then continues from the newest"
+    )
 
 
 def check_run(metrics_path: Path, estimator: str, sync_path: Path | None = None) -> list[str]:

@@ -188,7 +188,7 @@ class MemoryTrace:
         own_role: Optional[str] = None,
     ) -> None:
         self.out, self.pids, self.interval, self.own_role = out, pids, interval, own_role
-        self.phase, self.step = "start-up", 0
+        self.phase, self.step, self.done = "start-up", 0, 0
         self.samples: List[Sample] = []
         self.hwm: Dict[int, tuple] = {}  # pid -> (role, VmHWM bytes), the last seen of each process
         self.baseline_available = mem_available_bytes()
@@ -203,8 +203,11 @@ class MemoryTrace:
             phase = "sync+save"  # the last bar's final line: weights go to vLLM, checkpoints are written
         if phase == "step_end":
             found = STEP_LINE.search(text)
-            self.step = int(found.group(1)) if found else self.step + 1
+            self.done = int(found.group(1)) if found else self.done + 1
         self.phase = phase
+        # a sample's step is the one whose work it sees: the step after the last logged one, that one until the
+        # next step begins (its logs and checkpoint), 0 before the first bar
+        self.step = 0 if phase == "start-up" else self.done if phase == "step_end" else self.done + 1
 
     def sample(self) -> Sample:
         by_role: Dict[str, int] = {}

@@ -458,8 +458,8 @@ def check_memory(args: Sequence[str], env: Dict[str, str], echo: bool) -> Option
 
 
 def prepare_workdir(workdir: Path, env: Dict[str, str], args: Sequence[str], record: dict, need: Optional[int]) -> dict:
-    """Make the run folder, clear stale build locks and this run's old metrics and weight-sync record (a resumed
-    run keeps them: the trainer continues them), and write ``run.json``; returns its record."""
+    """Make the run folder, clear stale build locks, the last run's memory trace and its old metrics and weight-sync
+    record (a resumed run keeps these two: the trainer continues them), and write ``run.json``; returns its record."""
     workdir.mkdir(parents=True, exist_ok=True)
     for lock in clear_stale_build_locks(env["TORCH_EXTENSIONS_DIR"]):
         print(f"[mrtpo.launch] removed a stale build lock (a killed extension build left it): {lock}", flush=True)
@@ -467,6 +467,8 @@ def prepare_workdir(workdir: Path, env: Dict[str, str], args: Sequence[str], rec
     for name in ("metrics.jsonl", sync_record.FILE_NAME):
         if (workdir / name).exists() and not resumed:
             (workdir / name).unlink()
+    # the memory trace is this run's alone, resumed or not: appended to, it mixed earlier runs' steps and peaks
+    (workdir / "memory.jsonl").unlink(missing_ok=True)
     if need is not None:
         record["memory_estimate_gib"] = round(need / GIB, 2)
     (workdir / "run.json").write_text(json.dumps(record, indent=2) + "\n")

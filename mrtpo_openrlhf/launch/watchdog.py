@@ -67,7 +67,8 @@ class RunWatchdog:
         self.total_steps, self.stall_seconds, self.wall_seconds = total_steps, stall_seconds, wall_seconds
         self.watch, self.poll_seconds = [Path(p) for p in watch], poll_seconds
         self.reason: Optional[str] = None
-        self.steps_seen = 0
+        # a resumed run's metrics.jsonl already holds its earlier steps: the rate counts the steps run here
+        self.steps_seen = self.steps_before = count_rows(self.metrics)
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="mrtpo-watchdog", daemon=True)
         self.started = self.last_activity = time.monotonic()
@@ -77,7 +78,7 @@ class RunWatchdog:
         self.last_activity = time.monotonic()
 
     def _progress(self, steps: int, now: float) -> None:
-        per = (now - self.started) / steps
+        per = (now - self.started) / max(steps - self.steps_before, 1)
         total = f"/{self.total_steps}" if self.total_steps else ""
         eta = f", ~{fmt_minutes(per * (self.total_steps - steps))} left" if self.total_steps else ""
         self.say(f"{self.label}: step {steps}{total} ({per:.0f} s/step incl. start-up{eta})")

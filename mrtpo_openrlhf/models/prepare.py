@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
+from ..paths import share_like_umask
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_DIRNAME = "SmolLM2-135M-Instruct-bf16"
 TOKENIZER_DIRNAME = "SmolLM2-tokenizer"
@@ -82,6 +84,7 @@ def _build_once(target: Path, build, what: str) -> Path:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is shared by every process of a run
         try:
             build(tmp)
+            share_like_umask(tmp)  # safetensors writes its file 0600; every process of a run reads the cache
             (tmp / COMPLETE_MARKER).write_text(f"built in {time.time() - started:.1f}s\n")
             if target.exists():  # an incomplete leftover from a killed build
                 shutil.rmtree(target)
@@ -228,4 +231,5 @@ def make_tiny_model(
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    share_like_umask(out)
     return out

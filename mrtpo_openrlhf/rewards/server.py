@@ -13,7 +13,8 @@ request (B=1): then extra_logs holds that response's MRTPO keys as in-process; f
 extra_logs key holds a list of B per-response values.
 Errors (``{"error": "..."}``): 400 malformed JSON or fields (also JSON nested deeper than ``MAX_JSON_DEPTH``),
 404 unknown path, 405 wrong method, 411 no length, 413 body over ``--max-request-bytes``, 500 when a verifier
-worker died, 503 when every handler slot stayed busy for ``--read-timeout-s``. ``GET /health`` answers
+worker died or a label cannot be scored on this server (a setup error: ``{"error": "reward setup error: ...",
+"mrtpo_setup_error": ...}``), 503 when every handler slot stayed busy for ``--read-timeout-s``. ``GET /health`` answers
 ``{"status": "ok", "task": ...}``. Verifier failures never reach HTTP: ``reward_func`` turns them into zero
 rewards with a reason, and the server logs a warning for each response scored without its label.
 
@@ -52,7 +53,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from mrtpo_openrlhf.rewards.contract import BAD_LABEL, REASONS_KEY, VERIFIER_ERROR
+from mrtpo_openrlhf.rewards.contract import BAD_LABEL, REASONS_KEY, SETUP_ERROR_KEY, VERIFIER_ERROR
 from mrtpo_openrlhf.tasks import TASKS, Task, get_task, register, warm_up
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,9 @@ DEFAULT_READ_TIMEOUT_S = 10.0
 DEFAULT_MAX_HANDLERS = 256  # idle connections cost a socket, not a thread: 50 idle clients leave room for work
 WAITING_CONNECTIONS = 128  # connections waiting for a handler slot; more are refused (503) at once
 MAX_JSON_DEPTH = 64  # far above any real label; deeper bodies are rejected before they reach a verifier
+# a label this server cannot score where it runs (``contract.SetupError``: e.g. its SQL database is not here):
+# no client can fix that per response, and a 200 with zeros is what a plain client trains on
+SETUP_ERROR_STATUS = 500
 REWARD_PATHS = ("/get_reward", "/")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 WORKER_START_S = 600.0  # a worker's imports and warm-up call, on a loaded machine
@@ -166,6 +170,12 @@ def answer_body(reward_func: Callable[..., dict], raw: bytes) -> tuple[int, dict
     except Exception as exc:  # noqa: BLE001 - the server must answer, whatever the verifier did
         logger.exception("reward scoring failed")
         return 500, {"error": f"scoring failed: {type(exc).__name__}: {exc}"}, []
+    setup_error = result["extra_logs"].get(SETUP_ERROR_KEY)
+    if setup_error:
+        # zeros a plain OpenRLHF or verl client would train on: the server cannot score here, whatever the response
+        message = setup_error[0] if isinstance(setup_error, list) else str(setup_error)
+        logger.error("cannot score on this server: %s", message)
+        return SETUP_ERROR_STATUS, {"error": f"reward setup error: {message}", SETUP_ERROR_KEY: message}, []
     return 200, result, label_problems(result, len(queries))
 
 

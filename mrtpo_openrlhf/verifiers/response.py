@@ -34,13 +34,24 @@ def strip_end_markers(text: str) -> str:
         end -= len(marker)
 
 
+PROMPT_OPENING_CHARS = 32
+
+
+def _holds_opening(query: str, prompt: str) -> bool:
+    """Whether ``query`` holds the first ``PROMPT_OPENING_CHARS`` non-space characters of ``prompt``."""
+    opening = "".join(prompt.split())[:PROMPT_OPENING_CHARS]
+    return not opening or opening in "".join(query.split())
+
+
 def response_from_query(query: str, prompt: str) -> str:
     """The response part of ``query``, end-of-turn markers removed.
 
     ``query`` normally starts with ``prompt``. When detokenization changed the prompt slightly, the text after
     the last occurrence of the stripped prompt, then of its last line, then of the last assistant header is
     used; failing all, the whole query. The prompt itself (which quotes the format instructions and their
-    tags) is never part of the result.
+    tags) is never part of the result. A query without the prompt's opening (``PROMPT_OPENING_CHARS`` of it,
+    spaces aside) is a completion sent alone (a client other than OpenRLHF): it is not cut after the prompt's last line,
+    which it may happen to contain (a prompt ending in ``<think>``: the response would lose its opening).
     """
     if not isinstance(query, str):
         return ""
@@ -51,7 +62,7 @@ def response_from_query(query: str, prompt: str) -> str:
         response = query[len(prompt) :]
     elif stripped and stripped in query:
         response = query.rsplit(stripped, 1)[1]
-    elif last_line and last_line in query:
+    elif last_line and last_line in query and _holds_opening(query, stripped):
         response = query.rsplit(last_line, 1)[1]
     elif "<|im_start|>assistant" in query:
         response = query.rsplit("<|im_start|>assistant", 1)[1]

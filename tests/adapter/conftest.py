@@ -26,6 +26,10 @@ class CharTokenizer:
     def __call__(self, text, add_special_tokens=False):
         return {"input_ids": [3 + (ord(c) % (VOCAB - 3)) for c in text]}
 
+    def decode(self, ids):
+        """One printable character per id (not the inverse of ``__call__``: ids are taken mod the vocab)."""
+        return "".join(chr(ord("!") + i % 90) for i in ids)
+
 
 @pytest.fixture
 def char_tokenizer():

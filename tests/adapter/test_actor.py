@@ -2,6 +2,8 @@
 
 import os
 import socket
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -63,3 +65,60 @@ def test_rank0_store_port_is_held_from_start_until_the_store_binds_it(name, monk
         assert strategy.listener.getsockname()[1] == port and actor.strategy is strategy
     finally:
         strategy.listener.close()
+
+
+class _SavingStrategy:
+    """Upstream's ``DeepspeedStrategy.save_model`` on one rank: ``save_pretrained`` (safetensors) + tokenizer."""
+
+    def __init__(self, args):
+        self.args = args
+
+    def is_rank_0(self):
+        return True
+
+    def save_model(self, model, tokenizer, output_dir, **kwargs):
+        model.model.save_pretrained(output_dir)
+        (Path(output_dir) / "tokenizer_config.json").write_text("{}")
+
+
+def _modes(folder):
+    return {p.name: p.stat().st_mode & 0o777 for p in Path(folder).iterdir() if p.is_file()}
+
+
+def test_saved_weights_are_readable_like_every_other_file_of_the_run(tiny_llama, tmp_path, monkeypatch):
+    """Issue 49, item 4: safetensors wrote ``model.safetensors`` 0600 beside 0644 files, so on shared storage a
+    teammate could not load the weights. Under umask 022 every saved file is 0644, the final model and an HF
+    checkpoint (``--ckpt.save_hf``) alike."""
+    import openrlhf.trainer.ray.ppo_actor as ppo_actor_module
+
+    monkeypatch.setattr(ppo_actor_module, "torch_dist_barrier_and_cuda_sync", lambda: None)
+    old = os.umask(0o022)
+    try:
+        actor = fake_actor(tiny_llama)
+        ckpt = SimpleNamespace(output_dir=str(tmp_path / "final"), path=str(tmp_path / "ckpt"))
+        actor.strategy = _SavingStrategy(SimpleNamespace(ckpt=ckpt, train=SimpleNamespace(enable_ema=False)))
+        actor.save_hf_ckpt, actor.disable_ds_ckpt = True, True
+        actor.save_model()
+        actor.save_checkpoint("global_step2")
+    finally:
+        os.umask(old)
+    for folder in (ckpt.output_dir, tmp_path / "ckpt" / "global_step2_hf"):
+        modes = _modes(folder)
+        assert "model.safetensors" in modes and set(modes.values()) == {0o644}, {k: oct(v) for k, v in modes.items()}
+
+
+def test_share_like_umask_adds_read_bits_only(tmp_path):
+    from mrtpo_openrlhf.paths import share_like_umask
+
+    private, script = tmp_path / "a" / "w.bin", tmp_path / "run.sh"
+    private.parent.mkdir()
+    private.write_text("x")
+    private.chmod(0o600)
+    script.write_text("x")
+    script.chmod(0o750)
+    old = os.umask(0o027)  # a team that keeps files from "other": group gets read, other nothing
+    try:
+        share_like_umask(tmp_path)
+    finally:
+        os.umask(old)
+    assert private.stat().st_mode & 0o777 == 0o640 and script.stat().st_mode & 0o777 == 0o750

@@ -1,6 +1,7 @@
 """The experience maker's advantages against naive loops (naive_reference.py) on hand-built experiences."""
 
 import random
+import statistics
 from types import SimpleNamespace
 
 import pytest
@@ -144,6 +145,10 @@ def test_mrtpo_advantages_equal_naive_reference(seed, tiny_llama, char_tokenizer
     # every reward of every response is present here: the share of the N x K pairs with A != 0 and a block
     assert 0 < replayed < R.numel() and metrics["mrtpo/replayed_pairs_frac"] == pytest.approx(replayed / R.numel())
     assert "reward/execution/mean" in metrics
+    for k, name in enumerate(NAMES):  # the reward's own spread, as TRL's rewards/<name>/std (issue 49, item 10)
+        column = R[:, k].tolist()
+        assert metrics[f"reward/{name}/mean"] == pytest.approx(statistics.mean(column))
+        assert metrics[f"reward/{name}/std"] == pytest.approx(statistics.stdev(column))
     for name, shares in top.items():
         assert metrics[f"mrtpo/{name}/top20_share"] == pytest.approx(sum(shares) / len(shares), abs=1e-4), name
     # same number of forwards on every rank
@@ -695,3 +700,30 @@ def test_fixed_reward_weights_through_the_experience_maker(tiny_llama, char_toke
     metrics = m.pop_metrics()
     assert metrics["mrtpo/reward_weight/format"] == 0.25 and metrics["mrtpo/reward_weight/execution"] == 3.0
     assert "mrtpo/reward_weight/executable" not in metrics  # not named: weight 1, nothing to record
+
+
+def test_the_run_keeps_a_few_replayed_rows_for_its_credit_page(tiny_llama, char_tokenizer, tmp_path, monkeypatch):
+    """Issue 49, item 14: the main job's output showed no trace of where each reward's advantage went. The rows it
+    keeps are what training used (its q, its token advantages: nothing replayed again), and the page shows each
+    reward's placed advantage, whose token mean is that reward's A (the placement moves credit, never adds it)."""
+    from mrtpo_openrlhf.diagnostics import run_page
+
+    monkeypatch.setenv("MRTPO_METRICS_JSONL", str(tmp_path / "metrics.jsonl"))
+    args = make_args(beta=0.5, cap=None)
+    m = maker(args, tiny_llama, char_tokenizer)
+    out = m.compute_advantages_and_returns(micro_batches(rollout(0), 3, 0))
+    rows = run_page.read_samples(tmp_path / run_page.SAMPLES_FILE)
+    assert 1 <= len(rows) <= run_page.KEEP_ROWS and all(r["step"] == 3 and r["beta"] == 0.5 for r in rows)
+    by_row = {g: (e, j) for e in out for j, g in enumerate(e.index)}
+    for row in rows:
+        e, j = by_row[row["row"]]
+        mask = e.action_mask[j].bool()
+        assert row["advantages"] == pytest.approx(e.advantages[j][mask].tolist(), abs=1e-4)
+        assert len(row["tokens"]) == int(mask.sum()) == len(row["q"][0])
+        assert "".join(row["tokens"]) == char_tokenizer.decode(e.sequences[j][1:][mask].tolist())
+        assert any(max(qk) > 0 for qk in row["q"])
+        for a_k, placed in zip(row["group_advantages"], run_page.reward_token_advantages(row)):
+            assert statistics.mean(placed) == pytest.approx(a_k, abs=1e-4)
+    page = run_page.render(tmp_path / run_page.SAMPLES_FILE, tmp_path / run_page.PAGE_FILE)
+    text = page.read_text()
+    assert text.count('class="card"') == len(rows) and "token advantage this reward placed" in text

@@ -104,3 +104,16 @@ def test_a_reward_setup_error_stops_the_run_with_its_message(monkeypatch, tmp_pa
     resp.update(reward=out["rewards"], scores=out["scores"], extra_logs=out["extra_logs"])
     with pytest.raises(RewardSetupError, match=f"SQL database not found: {tmp_path / 'school' / 'school.sqlite'}"):
         generator(MRTPOSamplesGenerator)._process_response_into_experience(resp, max_len=64)
+
+
+def test_a_response_without_a_reward_from_a_remote_reward_stops_the_run():
+    """Issue 49, item 5: upstream turns a failed reward call (a server's non-200 answer) into ``reward None`` after
+    logging it, and the MRTPO generator scored that as 0.0: it stops the run instead."""
+    from mrtpo_openrlhf.adapter.transport import RewardSetupError
+
+    gen = generator(MRTPOSamplesGenerator)
+    gen.args.reward = SimpleNamespace(remote_url=["http://127.0.0.1:5000/get_reward"])
+    resp = vllm_response([1, 2], [3, 4], "p", ["x"], [0.0], [""])
+    resp.update(reward=None, scores=None, extra_logs={})
+    with pytest.raises(RewardSetupError, match="no reward for a response"):
+        gen._process_response_into_experience(resp, max_len=64)

@@ -206,3 +206,15 @@ def test_cli_module_imports_are_the_ones_the_preflight_pass_defers():
     top_names = {(a.asname or a.name).split(".")[0] for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)
                  for a in n.names if getattr(n, "module", None) not in stdlib and a.name not in stdlib}  # fmt: skip
     assert used & top_names == set(), used & top_names
+
+
+def test_actor_saves_through_strategy_save_model_into_the_ckpt_folders():
+    """The saved-file modes (``MRTPOPolicyModelActorBase.save_model/save_checkpoint``) are fixed in the folders
+    upstream writes: ``--ckpt.output_dir`` and ``{ckpt.path}/{tag}_hf``."""
+    from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
+
+    cls = PolicyModelActor.__ray_actor_class__
+    assert params(cls.save_model) == ["self"]
+    assert params(cls.save_checkpoint)[:2] == ["self", "tag"]
+    save_model, save_ckpt = inspect.getsource(cls.save_model), inspect.getsource(cls.save_checkpoint)
+    assert "args.ckpt.output_dir" in save_model and 'f"{tag}_hf"' in save_ckpt and "args.ckpt.path" in save_ckpt

@@ -31,7 +31,7 @@ pytest.importorskip("vllm")
 RAY = str(Path(sys.executable).with_name("ray"))
 CLI = [sys.executable, "-m", "mrtpo_openrlhf.cli.train_ppo_ray"]
 REWARD = Path(__file__).with_name("multi_reward.py")
-STEPS = 4  # room after the step-1 checkpoint (3 steps, ~45 s), so that the stop lands before the run ends
+STEPS = 3  # room after the step-1 checkpoint (2 steps, ~20 s at 16 new tokens), so the stop lands before the end
 
 
 def ray_job(*args, address):
@@ -57,7 +57,7 @@ def test_relaunch_of_the_gpu_script_form_resumes_from_its_checkpoint(tmp_path):
     try:
         job_env = dict(
             env, RAY_JOB_ADDRESS=address, MODEL=str(model), OUT=str(out_dir), NUM_GPUS="1", N_SAMPLES="4",
-            ROLLOUT_BATCH="2", MAX_NEW_TOKENS="32", MAX_LEN="256", LR="1e-2", WARMUP="0", SAVE_STEPS="1",
+            ROLLOUT_BATCH="2", MAX_NEW_TOKENS="16", MAX_LEN="256", LR="1e-2", WARMUP="0", SAVE_STEPS="1",
             DATA=str(REPO_ROOT / "mrtpo_openrlhf" / "data" / "instructions" / "train_mini.jsonl"),
         )  # fmt: skip
         cpu_overrides = [

@@ -60,3 +60,14 @@ def test_errors(tmp_path, capsys):
     assert main([str(tmp_path / "a.jsonl"), "--out", out, "--labels", "one", "two"]) == 2
     assert main([str(tmp_path / "a.jsonl"), "--out", out, "--keys", "nothing/*"]) == 2
     assert "no metric to plot" in capsys.readouterr().err
+
+
+def test_step_ticks_are_whole_numbers():
+    """Issue 49, item 11: a 4-step run's curves had ticks at 1.5, 2.5, ..."""
+    from mrtpo_openrlhf.cli.plot import figure
+
+    rows = [{"step": float(s), "reward/format/mean": s / 4} for s in range(1, 5)]
+    fig = figure([rows], ["run"], ["reward/format/mean"])
+    fig.canvas.draw()
+    ticks = [t for t in fig.axes[0].get_xticks() if 1 <= t <= 4]
+    assert ticks and all(t == int(t) for t in ticks), ticks

@@ -27,11 +27,18 @@ def test_backend_choice_is_explicit_or_automatic(monkeypatch):
         (True, True, "auto", ("cuda", "bf16")),
         (True, False, "auto", ("cuda", "fp16")),  # e.g. a V100: no bf16
         (True, True, "fp32", ("cuda", "fp32")),
-        (False, False, "auto", ("cpu", "fp32")),
+        (False, False, "auto", ("cpu", "fp32")),  # a CPU without bf16 instructions
+        (False, True, "auto", ("cpu", "bf16")),  # issue 49, item 7: one with them, as training picks (cpu/dtype.py)
         (False, False, "bf16", ("cpu", "bf16")),  # asked for
+        (False, True, "fp32", ("cpu", "fp32")),
     ],
 )
 def test_device_and_dtype_follow_cuda(monkeypatch, cuda, bf16, requested, expected):
+    from mrtpo_openrlhf.cpu import dtype as cpu_dtype
+
+    cpuinfo = "flags\t: fpu sse2 avx2" + (" avx512_bf16 amx_bf16" if bf16 else "")
+    monkeypatch.setattr(cpu_dtype, "read_cpuinfo", lambda *a: cpuinfo)
+    monkeypatch.delenv(cpu_dtype.ENV_VAR, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
     assert choose_device_dtype(requested) == expected
@@ -81,10 +88,11 @@ def _args(model, *extra):
     return [*bench, "--model", str(model), "--max-new-tokens", "2", "--backend", "transformers", *extra]
 
 
-def test_model_loaded_once_per_process_and_provenance(tiny_model, run_cli, kit, count_loads):
+def test_model_loaded_once_per_process_and_provenance(tiny_model, run_cli, kit, count_loads, monkeypatch):
+    monkeypatch.setenv("MRTPO_CPU_DTYPE", "fp32")  # auto on the CPU is training's dtype: fp32 forced here
     code, out = run_cli(*_args(tiny_model))
     assert code == 0
-    assert count_loads == [torch.float32]  # once for both benchmarks, fp32 on the CPU (the file is bf16)
+    assert count_loads == [torch.float32]  # once for both benchmarks, fp32 as forced (the file is bf16)
     for bench in ("bird", "muldimif"):
         assert len(kit.read_records(out, bench)) == 1
     meta = kit.read_summary(out)["meta"]

@@ -348,3 +348,12 @@ def test_chat_completion_message_for_text_benchmarks(tmp_path, run_cli, kit, cap
     bad = kit.write_jsonl(tmp_path / "q.jsonl", [{"id": "m1", "message": {"role": "assistant", "tool_calls": []}}])
     code, _ = run_cli("--benchmark", "muldimif", "--predictions", bad)
     assert code == 2 and f"{bad}:1: the message has no 'content'" in capsys.readouterr().err
+
+
+def test_spider_pred_sql_with_one_line_too_many_names_that_query(tmp_path, run_cli, capsys):
+    """Issue 49, item 11: one surplus line read "queries 6-6 have no example"."""
+    pred = tmp_path / "pred.sql"
+    pred.write_text("".join(f"SELECT {i}\n" for i in range(6)), encoding="utf-8")
+    code, _ = run_cli("--benchmark", "spider", "--predictions", f"spider={pred}")
+    err = capsys.readouterr().err
+    assert code == 2 and err.endswith(": query 6 has no example\n"), err

@@ -196,6 +196,28 @@ def test_bfcl_score_files_with_correct_and_total_counts(tmp_path, run_cli, kit):
     assert score[2]["error"] == ["no prediction"]
     irrelevance = [json.loads(line) for line in (folder / "BFCL_v4_irrelevance_score.json").read_text().splitlines()]
     assert irrelevance[0] == {"accuracy": pytest.approx(1 / 3), "correct_count": 1, "total_count": 3}
+    # issue 49, item 6: a wrong answer's entry has the fields of BFCL's own (eval_runner._evaluate_single_ast_entry
+    # after ast_checker), with the test entry and possible answer as bfcl-eval's data files hold them
+    from bfcl_eval.constants.eval_config import POSSIBLE_ANSWER_PATH, PROMPT_PATH
+
+    def bfcl_row(path, item_id):
+        return next(json.loads(ln) for ln in path.read_text().splitlines() if json.loads(ln)["id"] == item_id)
+
+    wrong = score[1]
+    assert set(wrong) == {
+        "id", "model_name", "test_category", "valid", "error", "error_type", "prompt", "model_result_raw",
+        "model_result_decoded", "possible_answer",
+    }  # fmt: skip
+    question = bfcl_row(PROMPT_PATH / "BFCL_v4_simple_python.json", "simple_python_1")
+    answer = bfcl_row(POSSIBLE_ANSWER_PATH / "BFCL_v4_simple_python.json", "simple_python_1")
+    assert wrong["prompt"] == {k: question[k] for k in ("id", "question", "function")}
+    assert wrong["possible_answer"] == answer["ground_truth"]
+    assert wrong["model_result_raw"] == BFCL_TOOL
+    assert wrong["model_result_decoded"] == [{"calculate_triangle_area": {"base": 10, "height": 5}}]
+    assert wrong["error_type"] == "simple_function_checker:wrong_func_name"  # item 1 asks for another function
+    assert score[2]["error_type"] == "ast_decoder:decoder_failed" and score[2]["model_result_decoded"] is None
+    for entry in irrelevance[1:]:  # BFCL's relevance entries: model_result and decoded_result
+        assert entry["error_type"] == "irrelevance_error:decoder_success" and "decoded_result" in entry
 
 
 def test_eval_run_py_runs_this_checkout(tmp_path, kit):

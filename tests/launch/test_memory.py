@@ -335,3 +335,47 @@ def test_the_estimate_bounds_the_measured_peaks_closely():
     for shape, measured_gib in measured:
         estimate = memory.estimate_run_bytes(shape) / memory.GIB
         assert measured_gib <= estimate <= 1.15 * measured_gib, (shape, estimate)
+
+
+def test_each_sample_carries_the_step_whose_work_it_sees():
+    """Issue 49, item 8: a sample in step 2's generation read step 1 (the last logged one)."""
+    trace = memory.MemoryTrace(None, lambda: [])
+    seen = []
+    for line in [
+        "loading the model",
+        "Generate samples:  50%|",
+        "Train epoch [1/1]:  50%|",
+        "Train epoch [1/1]: 100%|",
+        "✨ Global step 1: {'return': 1.0}",
+        "Generate samples:   0%|",
+        "Generate samples: 100%|",
+        "Train epoch [1/1]:  10%|",
+        "✨ Global step 2: {}",
+    ]:
+        trace.line(line)
+        seen.append((trace.phase, trace.sample().step))
+    assert seen == [
+        ("start-up", 0),
+        ("generation", 1),
+        ("training", 1),
+        ("sync+save", 1),
+        ("step_end", 1),
+        ("generation", 2),
+        ("experience", 2),
+        ("training", 2),
+        ("step_end", 2),
+    ]
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_a_run_starts_its_own_memory_trace(tmp_path, resumed):
+    """Issue 49, item 8: ``memory.jsonl`` was appended to run after run, so ``cli.memory`` read a 4-step run's peak
+    at "step 9" from an earlier run's rows."""
+    from mrtpo_openrlhf.launch.runner import prepare_workdir
+
+    (tmp_path / "memory.jsonl").write_text(json.dumps({"t": 1.0, "step": 9}) + "\n")
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    args = ["--ckpt.load_enable"] if resumed else []
+    prepare_workdir(tmp_path, {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}, args, {}, None)
+    assert not (tmp_path / "memory.jsonl").exists()
+    assert (tmp_path / "metrics.jsonl").exists() == resumed  # the trainer continues a resumed run's metrics

@@ -86,3 +86,14 @@ def test_wall_limit_still_available(tmp_path):
 def test_bad_stall_limit_is_refused(tmp_path):
     with pytest.raises(ValueError, match="stall_seconds"):
         RunWatchdog(tmp_path / "m.jsonl", lambda: None, print, stall_seconds=0)
+
+
+def test_a_resumed_runs_rate_counts_only_the_steps_it_ran(tmp_path):
+    """Issue 49, item 11: a run resumed after 2 steps read "3 s/step" at its first step: the time since its start
+    divided by all 3 rows of metrics.jsonl, 2 of them from the earlier run."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 1}\n{"step": 2}\n')
+    said = []
+    dog = RunWatchdog(metrics, lambda: None, said.append, label="[test] run", total_steps=4)
+    dog._progress(3, dog.started + 30.0)
+    assert said == ["[test] run: step 3/4 (30 s/step incl. start-up, ~30 s left)"]

@@ -194,3 +194,16 @@ def test_every_checker_on_every_flood(workdir):
         if took > LIMIT_S:
             slow.append(f"{case.name}: {took:.2f} s")
     assert not slow, slow
+
+
+def test_a_completion_sent_alone_keeps_its_opening():
+    """Issue 49, item 11: a client that sends the completion alone (no prompt in ``query``) lost the response's
+    opening ``<think>`` when the prompt's last line was ``<think>``: the text after it was taken as the response."""
+    from mrtpo_openrlhf.verifiers.response import response_from_query
+
+    prompt = "Say hi in one word.\nAnswer as:\n<think>"
+    completion = "<think>short</think>hi<|im_end|>"
+    assert response_from_query(completion, prompt) == "<think>short</think>hi"
+    # a prompt changed by detokenization (its opening still there) is still cut after its last line
+    changed = prompt.replace("one word.", "one word .") + completion
+    assert response_from_query(changed, prompt) == "short</think>hi"

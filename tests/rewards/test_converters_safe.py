@@ -29,12 +29,12 @@ def write_lines(path, rows):
     path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in rows))
 
 
-def run_tool(src, out):
-    return tool.main(["convert", "--input", str(src), "--out", str(out)])
+def run_tool(src, out, *more):
+    return tool.main(["convert", "--input", str(src), "--out", str(out), *more])
 
 
-def run_instruction(src, out):
-    return instruction.main(["convert", "--format", "ifeval", "--input", str(src), "--out", str(out)])
+def run_instruction(src, out, *more):
+    return instruction.main(["convert", "--format", "ifeval", "--input", str(src), "--out", str(out), *more])
 
 
 CONVERTERS = [(run_tool, tool_row), (run_instruction, instruction_row)]
@@ -62,7 +62,7 @@ def test_failed_run_keeps_the_previous_output(tmp_path, run, make_row):
     # rows 1-4 convert, row 5 is malformed: the old output must survive, with no temporary file left behind
     good_rows = b"".join(json.dumps(make_row(i)).encode() + b"\n" for i in range(4))
     src.write_bytes(good_rows + b'{"id": 5, "question": 3}\n')
-    assert run(src, out) == 2
+    assert run(src, out, "--overwrite") == 2
     assert out.read_bytes() == previous
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
 
@@ -108,3 +108,36 @@ def test_sql_converter_refuses_same_file_and_names_bad_utf8(tmp_path, capsys):
     assert src.read_bytes().startswith(b"[\n{") and "is the input file" in capsys.readouterr().err
     assert sql.main(args + ["--out", str(tmp_path / "rows.jsonl")]) == 2
     assert f"{src}:3: invalid UTF-8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("run, make_row", CONVERTERS)
+def test_an_existing_out_is_replaced_only_with_overwrite(tmp_path, run, make_row, capsys):
+    """Issue 49, item 11: the converters replaced an existing ``--out`` without asking."""
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_lines(src, [make_row(i) for i in range(3)])
+    out.write_text("my earlier rows\n")
+    assert run(src, out) == 2
+    assert out.read_text() == "my earlier rows\n" and f"{out} exists: pass --overwrite" in capsys.readouterr().err
+    assert run(src, out, "--overwrite") == 0 and len(read_jsonl(out)) == 3
+
+
+def test_sql_converter_refuses_an_existing_out_without_overwrite(tmp_path, capsys):
+    src, out = tmp_path / "train.json", tmp_path / "rows.jsonl"
+    src.write_text(json.dumps([{"db_id": "school", "question": "q", "query": "SELECT 1"}]))
+    out.write_text("keep\n")
+    args = ["convert", "--format", "spider", "--input", str(src), "--db-root", str(sql.BUNDLED_DB_ROOT)]
+    assert sql.main(args + ["--out", str(out)]) == 2 and out.read_text() == "keep\n"
+    assert "exists: pass --overwrite" in capsys.readouterr().err
+    assert sql.main(args + ["--out", str(out), "--overwrite"]) == 0 and len(read_jsonl(out)) == 1
+
+
+def test_invalid_json_names_its_column_once(tmp_path):
+    """Issue 49, item 11: json's "Unterminated string starting at" read "... starting at at column 16"."""
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n{"prompt": "abc')  # json: "Unterminated string starting at" (the column follows)
+    with pytest.raises(DatasetError) as err:
+        read_jsonl(path)
+    assert str(err.value) == f"{path}:2: invalid JSON (Unterminated string starting at column 12)"
+    path.write_text('{"a": }\n')
+    with pytest.raises(DatasetError, match=r"x\.jsonl:1: invalid JSON \(Expecting value at column 7\)$"):
+        read_jsonl(path)

@@ -366,3 +366,45 @@ def test_cli_entry_point_serves_and_stops_with_its_workers_on_sigterm():
     for pid in pids:  # the workers stopped with the server
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_label_this_server_cannot_score_is_an_http_error_every_client_sees(tmp_path):
+    """Issue 49, item 5: a missing SQL database answered 200 with ``rewards [0.0]`` (the reason only under
+    ``mrtpo_setup_error``), which a plain OpenRLHF or verl client trains on as a zero. It is a 500 naming the
+    database, and OpenRLHF 0.11.2's own HTTP client (``SingleTurnAgentExecutor``) raises on it instead of returning
+    rewards."""
+    import asyncio
+
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    label = {"db_id": "school", "gold": "SELECT 1", "db_root": str(tmp_path)}
+    query = "<think>t</think>\n```sql\nSELECT 1\n```"
+    srv, thread = start_in_thread("sql", port=0, workers=1)
+    try:
+        status, out = post_json(srv, {"query": [query], "prompts": [""], "labels": [label]})
+        assert status == 500 and "rewards" not in out, out
+        expected = f"SQL database not found: {tmp_path / 'school' / 'school.sqlite'}"
+        assert out["error"] == f"reward setup error: {out['mrtpo_setup_error']}" and expected in out["error"]
+        url = "http://{}:{}/get_reward".format(*srv.server_address[:2])
+        with pytest.raises(RuntimeError, match="Request error"):  # after its 5 tries, 1 s apart
+            asyncio.run(SingleTurnAgentExecutor(url)._fetch_rewards_via_http([query], [""], [label]))
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
+
+
+def test_the_preflight_names_the_servers_reason_for_a_non_200(tmp_path):
+    """With item 5's 500, the pre-flight's one call on the first row names the server's reason."""
+    from mrtpo_openrlhf.cli.preflight import _poster
+
+    label = {"db_id": "school", "gold": "SELECT 1", "db_root": str(tmp_path)}
+    srv, thread = start_in_thread("sql", port=0, workers=1)
+    try:
+        url = "http://{}:{}/get_reward".format(*srv.server_address[:2])
+        with pytest.raises(ValueError, match=r"HTTP 500: reward setup error: .*SQL database not found"):
+            _poster(url)("SELECT 1", "", label)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)

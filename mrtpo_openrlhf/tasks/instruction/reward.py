@@ -37,7 +37,7 @@ import re
 import sys
 from typing import Any, Sequence
 
-from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
+from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_existing, refuse_same_file, write_jsonl
 from mrtpo_openrlhf.rewards.contract import RewardItem, RewardVector, label_object, make_reward_func
 from mrtpo_openrlhf.tasks.instruction.verifier import (
     Checker,
@@ -303,8 +303,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m mrtpo_openrlh
     conv.add_argument("--format", required=True, choices=("hir16k", "ifeval", "muldimif"))
     conv.add_argument("--input", required=True)
     conv.add_argument("--out", required=True)
+    conv.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out if it exists (without it, an existing file stops the converter)",
+    )
     args = ap.parse_args(argv)
     try:
+        refuse_same_file(args.input, args.out)
+        refuse_existing(args.out, args.overwrite)
         n = convert_file(args.input, args.format, args.out)
     except (DatasetError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

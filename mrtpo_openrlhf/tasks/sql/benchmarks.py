@@ -260,7 +260,8 @@ def read_file(benchmark: str, path: str, text: str, whole: Any, examples: list[E
     if len(queries) > n:  # ids are positions: the surplus lines have no example
         raise DatasetError(
             f"{path}: {len(queries)} queries for the {n} spider examples (one query per line, in dev.json order): "
-            f"queries {n + 1}-{len(queries)} have no example"
+            + (f"query {n + 1} has" if len(queries) == n + 1 else f"queries {n + 1}-{len(queries)} have")
+            + " no example"
         )
     for index, sql in enumerate(queries):
         yield str(index), [Prediction("", sql)], f"{path}: query {index + 1}"

@@ -64,7 +64,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, refuse_same_file, require_fields, write_jsonl
+from mrtpo_openrlhf.data.jsonl import (
+    DatasetError,
+    read_jsonl,
+    refuse_existing,
+    refuse_same_file,
+    require_fields,
+    write_jsonl,
+)
 from mrtpo_openrlhf.paths import DATA_DIR
 from mrtpo_openrlhf.rewards.contract import (
     BAD_LABEL,
@@ -524,6 +531,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m mrtpo_openrlhf.cl
     conv.add_argument("--input", required=True, help="train.json / dev.json of the Spider or BIRD layout")
     conv.add_argument("--db-root", required=True, help="folder holding <db_id>/<db_id>.sqlite")
     conv.add_argument("--out", required=True)
+    conv.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out if it exists (without it, an existing file stops the converter)",
+    )
     conv.add_argument("--mode", default="auto", choices=MODES)
     conv.add_argument(
         "--db-root-in-label",
@@ -541,6 +553,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m mrtpo_openrlhf.cl
     try:
         if args.command == "convert":
             refuse_same_file(args.input, args.out)
+            refuse_existing(args.out, args.overwrite)
             examples = load_json_list(args.input)
             if args.limit > 0:
                 examples = examples[: args.limit]

@@ -51,7 +51,12 @@ def _bfcl_examples(data_dir: Path | None, categories: tuple[str, ...]) -> list[E
                 "possible_answer/BFCL_v4_<category>.json (the bfcl-eval package data)"
             ) from None
         for item in items:
-            target = {"category": category, "functions": item.functions, "ground_truth": item.ground_truth}
+            target = {
+                "category": category,
+                "functions": item.functions,
+                "ground_truth": item.ground_truth,
+                "question": [item.messages],  # BFCL's turns, for its score files' "prompt"
+            }
             out.append(
                 EvalExample(
                     item.id, "bfcl", build_prompt(item.messages, item.functions), target, {"category": category}
@@ -78,7 +83,49 @@ def score(example: EvalExample, response: str, answer: ParsedCalls | None = None
     if not ok and not parsed.ok and "irrelevance" not in target["category"]:
         why = parsed.reason
     calls = None if parsed.calls is None else [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
-    return {"answer": calls, "category": target["category"], "verdict": ok, "reason": why}
+    record = {"answer": calls, "category": target["category"], "verdict": ok, "reason": why}
+    if not ok:  # what BFCL's score file shows of a wrong answer (``bfcl_score_files``)
+        record["error_type"] = bfcl_error_type(target["category"], why, parsed.ok)
+        record["possible_answer"] = target["ground_truth"]
+        record["functions"] = target["functions"]
+        record["question"] = target.get("question")
+    return record
+
+
+# Our checker's reasons -> BFCL's ``error_type`` (bfcl_eval/eval_checker/ast_eval/ast_checker.py), by the first
+# phrase that matches; the reason text itself is ours, not BFCL's message.
+_ERROR_TYPES = (
+    ("wrong number of calls", "{checker}:wrong_count"),
+    ("no call matches expected call", "parallel_function_checker_no_order:cannot_find_match"),
+    ("called ", "multiple_function_checker:wrong_count"),
+    ("function name ", "simple_function_checker:wrong_func_name"),
+    ("missing required parameter", "simple_function_checker:missing_required"),
+    ("unexpected parameter", "simple_function_checker:unexpected_param"),
+    ("(not optional)", "simple_function_checker:missing_optional"),
+    (" should be ", "type_error:simple"),
+    (" is not one of ", "value_error:others"),
+)
+
+
+def bfcl_error_type(category: str, reason: str, parsed: bool) -> str:
+    """BFCL's ``error_type`` for a wrong answer in ``category`` with our checker's ``reason``."""
+    if "irrelevance" in category:
+        return "irrelevance_error:decoder_success"
+    if "relevance" in category:
+        return "relevance_error:decoder_failed"
+    if not parsed:
+        return "ast_decoder:decoder_failed"
+    checker = (
+        "parallel_function_checker_no_order"
+        if "parallel" in category
+        else "multiple_function_checker"
+        if "multiple" in category
+        else "simple_function_checker"
+    )
+    for phrase, error_type in _ERROR_TYPES:
+        if phrase in reason:
+            return error_type.format(checker=checker)
+    return f"{checker}:unclear"
 
 
 # ----------------------------------------------------------------------------------------------- summary
@@ -132,10 +179,37 @@ def columns(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 # ----------------------------------------------------------------------------------------------- score files
+def bfcl_wrong_entry(record: dict, model_dir: str) -> dict:
+    """One wrong answer as BFCL's ``eval_runner`` writes it: ``prompt`` (the test entry: id, question, function),
+    and for a call category ``model_result_raw``, ``model_result_decoded`` (``[{func: args}]``, or null when the
+    response did not parse) and ``possible_answer``; for (ir)relevance ``model_result`` and ``decoded_result``."""
+    category = record["category"]
+    decoded = None if record["answer"] is None else [{c["name"]: c["arguments"]} for c in record["answer"]]
+    raw = record.get("response") or ("" if decoded is None else json.dumps(decoded, ensure_ascii=False))
+    entry = {
+        "id": record["id"],
+        "model_name": model_dir,
+        "test_category": category,
+        "valid": False,
+        "error": [record["reason"]],
+        "error_type": record.get("error_type") or bfcl_error_type(category, record["reason"], decoded is not None),
+        "prompt": {"id": record["id"], "question": record.get("question"), "function": record.get("functions")},
+    }
+    if "relevance" in category:
+        return {**entry, "model_result": raw, "decoded_result": decoded}
+    return {
+        **entry,
+        "model_result_raw": raw,
+        "model_result_decoded": decoded,
+        "possible_answer": record.get("possible_answer"),
+    }
+
+
 def bfcl_score_files(benchmark: str, records: list[dict], summary: dict[str, Any], label: str) -> dict[str, tuple]:
     """BFCL's score files, ``<label>/<non_live|live>/BFCL_v4_<category>_score.json`` (JSON lines): a header
-    ``{"accuracy", "correct_count", "total_count"}`` then one entry per wrong example, as ``save_eval_results``
-    writes them (``correct_count`` is fractional when samples make it an expected count). {key: (path, rows)}."""
+    ``{"accuracy", "correct_count", "total_count"}`` then one entry per wrong example (``bfcl_wrong_entry``), as
+    ``save_eval_results`` writes them (``correct_count`` is fractional when samples make it an expected count).
+    {key: (path, rows)}."""
     model_dir = label.replace("/", "_")
     files: dict[str, tuple] = {}
     for category, stats in summary["by_category"].items():
@@ -145,8 +219,7 @@ def bfcl_score_files(benchmark: str, records: list[dict], summary: dict[str, Any
         ]
         for r in records:
             if r["category"] == category and not r["verdict"]:
-                wrong = {"id": r["id"], "model_name": model_dir, "test_category": category, "valid": False}
-                wrong.update({"error": [r["reason"]], "model_result_decoded": r["answer"]})
+                wrong = bfcl_wrong_entry(r, model_dir)
                 rows.append({**wrong, "sample": r["sample"]} if "sample" in r else wrong)
         rel = f"{model_dir}/{group}/{BFCL_VERSION_PREFIX}_{category}_score.json"
         files[f"{benchmark}:{rel}"] = (f"{benchmark}/{rel}", rows)

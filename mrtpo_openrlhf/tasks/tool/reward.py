@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_same_file, write_jsonl
+from mrtpo_openrlhf.data.jsonl import DatasetError, iter_jsonl, refuse_existing, refuse_same_file, write_jsonl
 from mrtpo_openrlhf.rewards.contract import BAD_LABEL, RewardItem, RewardVector, label_object, make_reward_func
 from mrtpo_openrlhf.tasks.tool.verifier import (
     AST_CATEGORIES,
@@ -244,10 +244,17 @@ def main(argv: list[str] | None = None, prog: str = "python -m mrtpo_openrlhf.cl
     conv = sub.add_parser("convert", help="BFCL data -> prompt/label JSONL rows")
     conv.add_argument("--input", required=True, help="BFCL category name (e.g. simple_python) or a JSONL file")
     conv.add_argument("--out", required=True)
+    conv.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out if it exists (without it, an existing file stops the converter)",
+    )
     conv.add_argument("--limit", type=int, default=None)
     conv.add_argument("--category", default=None, help="category for file rows that have none")
     args = parser.parse_args(argv)
     try:
+        refuse_same_file(args.input, args.out)
+        refuse_existing(args.out, args.overwrite)
         n = convert(args.input, args.out, args.limit, args.category)
     except (DatasetError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
