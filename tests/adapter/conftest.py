@@ -1,15 +1,10 @@
-"""Adapter tests: upstream objects built without Ray, tiny random models, flash_attn stubbed only when missing."""
+"""Adapter tests: upstream objects built without Ray, tiny random models (flash_attn stubbed in tests/conftest.py
+only when missing)."""
 
-import importlib.util
 import os
 import sys
 
 import pytest
-
-if importlib.util.find_spec("flash_attn") is None:
-    from mrtpo_openrlhf.cpu import flash_attn_stub
-
-    flash_attn_stub.install()
 
 # importlib import mode does not put test folders on sys.path; the shared fakes live here.
 sys.path.insert(0, os.path.dirname(__file__))
