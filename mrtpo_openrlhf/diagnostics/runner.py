@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import torch
 
 from mrtpo_openrlhf.core import chat_suffix_text, replay_relevance, request_from_text
+from mrtpo_openrlhf.core.null_block import NULL_APPENDED, NULL_INLINE, NULL_TEXT, with_null_blocks  # noqa: F401
 from mrtpo_openrlhf.core.settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE, DEFAULT_REPLAY_MICRO_BATCH_SIZE
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, write_jsonl
 from mrtpo_openrlhf.paths import display_path
@@ -30,10 +31,8 @@ from .spans import locate_spans, spans_to_token_mask, token_char_offsets
 from .stats import interval, null_control, null_stats, pair_stats, reward_group, summarize
 
 BLOCK_SEPARATOR = DEFAULT_BLOCK_SEPARATOR  # the training default (--algo.mrtpo.block_separator)
-# The null block: a neutral sentence no reward reads (no constraint, no format, no tag), replayed like one more
-# reward on every response; ``--null ''`` switches it off.
-NULL_TEXT = "The old museum in the town centre opens at nine in the morning."
-NULL_INLINE, NULL_APPENDED = "null:inline", "null:appended"  # removed like an inline / an appended block
+# The null block (one home: ``core.null_block``, the task's ``null_block``): a neutral sentence no reward reads,
+# replayed like one more reward on every response (``with_null_blocks``); ``--null ''`` switches it off.
 
 
 class DiagnoseError(ValueError):
@@ -232,47 +231,6 @@ def constraint_specs(task: str, label: Any, n_rewards: int) -> list[tuple[str, d
     (None everywhere for a task without one)."""
     specs = get_task(task).function("constraint_specs")
     return specs(label, n_rewards) if specs is not None else [None] * n_rewards
-
-
-# ------------------------------------------------------------------------------------------- null block
-def with_null_blocks(
-    prompt: str,
-    suffix: str,
-    blocks: Sequence[str],
-    spans: Sequence[Sequence[int] | None] | None,
-    null_text: str = NULL_TEXT,
-) -> tuple[str, list[str], list[list[int] | None], dict[str, int]]:
-    """The replay inputs of one response with the null block(s) added, removed the same way as a verifier block.
-
-    Blocks in the prompt (a recorded span; without spans, where the text first occurs, as ``core.context_texts``
-    then cuts) get an inline null: ``null_text + " "`` inserted just before the first of them (among the
-    constraints), its span on ``null_text`` alone, so cutting it leaves the same stray space a cut constraint
-    leaves. Appended blocks (span None) get an appended null: one more block added, after the separator, at the end
-    of the user message. Each null is there only where a non-empty block of its kind is.
-
-    Returns (prompt, blocks + nulls, spans + the nulls' spans, {null name: its block index}).
-    """
-    head = prompt[: len(prompt) - len(suffix)] if suffix and prompt.endswith(suffix) else prompt
-    if spans is None:
-        spans = [[head.find(b), head.find(b) + len(b)] if b and b in head else None for b in blocks]
-    new_spans = [None if sp is None else [int(sp[0]), int(sp[1])] for sp in spans]
-    new_blocks = list(blocks)
-    live = [k for k, b in enumerate(blocks) if b]
-    inline = [k for k in live if new_spans[k] is not None]
-    nulls: dict[str, int] = {}
-    if null_text and inline:
-        at = min(new_spans[k][0] for k in inline)
-        insert = null_text + " "
-        prompt = prompt[:at] + insert + prompt[at:]
-        new_spans = [sp if sp is None or sp[0] < at else [sp[0] + len(insert), sp[1] + len(insert)] for sp in new_spans]
-        nulls[NULL_INLINE] = len(new_blocks)
-        new_blocks.append(null_text)
-        new_spans.append([at, at + len(null_text)])
-    if null_text and any(new_spans[k] is None for k in live):
-        nulls[NULL_APPENDED] = len(new_blocks)
-        new_blocks.append(null_text)
-        new_spans.append(None)
-    return prompt, new_blocks, new_spans, nulls
 
 
 # ------------------------------------------------------------------------------------------- pipeline

@@ -44,4 +44,5 @@ TASK = Task(
     gpu_script="train_mrtpo_if.sh",
     command="main",
     unearnable="unearnable_rewards",
+    null_position="inline",  # the constraints sit in the prompt
 )

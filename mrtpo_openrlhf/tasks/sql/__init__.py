@@ -69,4 +69,5 @@ TASK = Task(
     unearnable="unearnable_rewards",
     env_vars=(TIMEOUT_ENV, MAX_ROWS_ENV, DB_ROOT_ENV, WORKERS_ENV),
     path_env_vars=(DB_ROOT_ENV,),
+    null_position="appended",  # the execution rewards' blocks (SQLite error, reference) are appended
 )

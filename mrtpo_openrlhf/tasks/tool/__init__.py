@@ -54,4 +54,5 @@ TASK = Task(
     gpu_script="train_mrtpo_tool.sh",
     command="main",
     unearnable="unearnable_rewards",
+    null_position="appended",  # the function and correctness blocks are appended
 )
