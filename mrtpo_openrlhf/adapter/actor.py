@@ -143,7 +143,8 @@ class MRTPOPolicyModelActorBase(HeldRendezvousPort, PolicyModelActor.__ray_actor
             self._partition_logged = True
             partitioned, total = zero3_partitioned(self.actor.model)
             print(
-                f"[mrtpo] replay on rank {rank}: {partitioned} of {total} parameters partitioned by ZeRO-3",
+                f"[mrtpo] replay on rank {rank}: {partitioned} of {total} parameters partitioned by ZeRO-3, "
+                f"relevance {relevance}",
                 flush=True,
             )
         inject_replay_failure(rank)  # test-only (MRTPO_INJECT_REPLAY_FAILURE): the other ranks block in a gather

@@ -153,6 +153,9 @@ class Task:
     constraint_specs: function ``(label, n_rewards) -> [(constraint id, kwargs) | None]`` (``target`` spans).
     example_responses: function ``(row) -> [response, ...]``, a right and a wrong one (benchmarks/rewards.py).
     gpu_script: ``examples/scripts/`` script with the paper-scale settings (the study's GPU backend).
+    gpu_model / gpu_max_new_tokens: the paper setting's model and ``--rollout.max_new_tokens`` (``train.sh``'s GPU
+        defaults; None: MODEL / MAX_NEW_TOKENS must be given). make_data: the command that makes its training rows
+        (said when DATA is missing).
     command: function ``(argv) -> exit status``: the task's command line (converter, row check), run as
         ``python -m mrtpo_openrlhf.cli.task <name> ...``.
     label_parser: function ``(label) -> parsed`` the reward's scorer opens each label with (ValueError: bad label);
@@ -181,6 +184,9 @@ class Task:
     constraint_specs: str | None = None
     example_responses: str | None = None
     gpu_script: str | None = None
+    gpu_model: str | None = None
+    gpu_max_new_tokens: int | None = None
+    make_data: str | None = None
     command: str | None = None
     label_parser: str = "parse_label"
     unearnable: str | None = None
