@@ -18,8 +18,8 @@ from typing import Any, Sequence
 
 import torch
 
-from mrtpo_openrlhf.core import chat_suffix_text, replay_relevance, request_from_text
-from mrtpo_openrlhf.core.null_block import NULL_APPENDED, NULL_INLINE, NULL_TEXT, with_null_blocks  # noqa: F401
+from mrtpo_openrlhf.core import DEFAULT_RELEVANCE, chat_suffix_text, get_relevance, replay_relevance, request_from_text
+from mrtpo_openrlhf.core.null_block import NULL_APPENDED, NULL_INLINE, NULL_TEXT, NullBlock, with_null_blocks
 from mrtpo_openrlhf.core.settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE, DEFAULT_REPLAY_MICRO_BATCH_SIZE
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, write_jsonl
 from mrtpo_openrlhf.paths import display_path
@@ -243,8 +243,12 @@ def replay_samples(
     temperature: float,
     micro_batch_size: int,
     chunk_size: int,
+    relevance: str = DEFAULT_RELEVANCE,
+    contrast_null: NullBlock | None = None,
 ) -> tuple[dict[int, torch.Tensor], dict[int, Any], dict[int, dict], dict[int, list]]:
-    """Replay every response that has a reward with a verifier block, the null block(s) in its contexts.
+    """Replay every response that has a reward with a verifier block, the null block(s) in its contexts, under the
+    relevance measure ``relevance`` (the null rows too); a measure that contrasts with the null context gets
+    ``contrast_null`` (the task's null block) added to each response's ``full`` as its extra context.
 
     Returns, by response index: q ``[num_rewards + 2, T]`` (the rewards', then the nulls' rows), its replay
     request, its nulls ({null name: row}) and its blocks' spans in the prompt (None: appended).
@@ -260,7 +264,14 @@ def replay_samples(
             )
             requests.append(
                 request_from_text(
-                    tokenizer, prompt, blocks, s.response_ids, ks + list(nulls.values()), BLOCK_SEPARATOR, spans=spans
+                    tokenizer,
+                    prompt,
+                    blocks,
+                    s.response_ids,
+                    ks + list(nulls.values()),
+                    BLOCK_SEPARATOR,
+                    spans=spans,
+                    null=contrast_null,
                 )
             )
             rows.append(i)
@@ -277,6 +288,7 @@ def replay_samples(
             chunk_size=chunk_size,
             pad_token_id=pad,
             progress=True,
+            relevance=relevance,
         )
         q_by_row = {i: q[r, :, : len(samples[i].response_ids)] for r, i in enumerate(rows)}
     return q_by_row, dict(zip(rows, requests)), nulls_of, null_spans
@@ -389,9 +401,12 @@ def diagnose(
     micro_batch_size: int = DEFAULT_REPLAY_MICRO_BATCH_SIZE,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     null_text: str = NULL_TEXT,
+    relevance: str = DEFAULT_RELEVANCE,
 ) -> tuple[list[dict], list[dict], dict]:
     """Score and replay ``samples``, with the null block(s) of ``with_null_blocks`` (none if ``null_text`` is
-    empty) in every replayed response's contexts.
+    empty) in every replayed response's contexts, q by the relevance measure ``relevance`` (its heatmap and
+    statistics; the null's rows by the same measure, beside each reward's). A measure with a null context takes the
+    task's null block (``Task.null_block``, its text ``null_text``).
 
     Returns (records, responses, summary): one record per (response, reward) pair and one per (response, null)
     (the relevance.jsonl rows; a null's has ``"null": true``), the per-response view the page renders, and
@@ -405,7 +420,15 @@ def diagnose(
         text = tokenizer.decode(s.response_ids, skip_special_tokens=False)
         texts.append(text)
         vectors.append(score(task, s.prompt, text, s.label))
-    replay = replay_samples(model, tokenizer, samples, vectors, null_text, temperature, micro_batch_size, chunk_size)
+    contrast_null = None
+    if get_relevance(relevance).null_context:
+        if not null_text:
+            raise DiagnoseError(f"--relevance {relevance} contrasts with the null block: give it a text (--null)")
+        contrast_null = NullBlock(null_text, get_task(task).null_position)
+    replay = replay_samples(
+        model, tokenizer, samples, vectors, null_text, temperature, micro_batch_size, chunk_size, relevance,
+        contrast_null,
+    )  # fmt: skip
     records, responses = [], []
     for i, (s, vec, text) in enumerate(zip(samples, vectors, texts)):
         recs, view = response_records(tokenizer, task, i, s, vec, text, replay, null_text)
@@ -440,7 +463,8 @@ def run(
     temperature: float = 1.0,
     seed: int = 0,
     micro_batch_size: int = 4,
-    null_text: str = NULL_TEXT,
+    null_text: str | None = None,
+    relevance: str = DEFAULT_RELEVANCE,
 ) -> dict[str, Path]:
     """Everything ``python -m mrtpo_openrlhf.diagnose`` does; returns the written paths."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -462,6 +486,9 @@ def run(
         task = infer_task(load_rows(Path(responses).expanduser(), 1, need=("prompt", "response", "label"))[0]["label"])
     elif task not in TASKS:
         raise DiagnoseError(f"--task {task!r}: choose from {', '.join(sorted(TASKS))}")
+    if null_text is None:  # the task's null block (Task.null_text; the shared sentence by default)
+        null_text = get_task(task).null_block().text
+    get_relevance(relevance)
     model_path = resolve_model(model)
     t0 = time.time()
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
@@ -475,7 +502,7 @@ def run(
         source = display_path(data_path)
     replay_temperature = temperature if temperature > 0 else 1.0
     records, views, summary = diagnose(
-        lm, tokenizer, task, samples, replay_temperature, micro_batch_size, null_text=null_text
+        lm, tokenizer, task, samples, replay_temperature, micro_batch_size, null_text=null_text, relevance=relevance
     )
     run_info = {
         "model": model if model == "smollm2" else display_path(model_path),
@@ -485,6 +512,7 @@ def run(
         "pairs replayed": f"{summary['pairs_replayed']}/{summary['pairs_total']}",
         "temperature": temperature,
         "null block": null_text or "off",
+        **({"relevance": relevance} if relevance != DEFAULT_RELEVANCE else {}),  # js: the pages as they were
         "seconds": round(time.time() - t0, 1),
     }
     return write_outputs(Path(out).expanduser(), records, views, summary, run_info)
