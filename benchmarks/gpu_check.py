@@ -406,6 +406,21 @@ def _replay_cost_results(model, args, cuda: bool) -> list[dict]:
     return replay_overhead.run(bench, model=model)
 
 
+def replay_cost_by_measure(model, args, cuda: bool, rows: list) -> None:
+    """One replay / GDPO and replay / floor row per relevance measure (``core.relevance``), the same pairs each."""
+    bench = replay_overhead.parser().parse_args(
+        ["--model", MODEL_NAME[args.tiny], "--device", args.device, "--dtype", "bfloat16", "--shape", "sql",
+         "--batch", str(4 if args.tiny else args.batch), "--group-size", str(2 if args.tiny else args.group_size),
+         "--replay-frac", "0.21", "--micro-batch", "4", "--repeats", "1", "--warmup", "0" if args.tiny else "1",
+         "--clock", "wall" if cuda else "process", "--relevance", "all"]
+        + (["--prompt-len", "32", "--response-len", "16", "--block-len", "4"] if args.tiny else [])
+    )  # fmt: skip
+    for r in replay_overhead.run(bench, model=model):
+        setting = f"{r['shape']}, {r['frac']:.0%} of pairs, relevance {r['relevance']}"
+        rows.append(("replay / GDPO actor work", MODEL_NAME[args.tiny], setting, f"{r['replay'] / r['gdpo']:.1%}"))
+        rows.append(("replay / floor", MODEL_NAME[args.tiny], setting, f"{r['replay'] / r['floor']:.2f}"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiny", action="store_true", help="tiny model and shapes (a smoke run, any device)")
@@ -424,6 +439,7 @@ def main() -> None:
         model = build(TINY if args.tiny else QWEN_7B, args.device, torch.bfloat16)
         memory_stress(model, args.device, args.tiny, args.num_gpus, rows, failures)
         replay_cost(model, args, cuda, rows)
+        replay_cost_by_measure(model, args, cuda, rows)
         fp32_reference(model, args.device, args.tiny, rows, failures)
     finally:
         print_table(rows, cuda, time.time() - t_start)

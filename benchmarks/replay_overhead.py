@@ -17,6 +17,11 @@ chat suffix), response 256; ``if`` = prompt 256, K blocks of 24 inline (inserted
 response 512. The last line is a one-line summary for scripts, e.g.
 ``replay/floor 1.08 replay/GDPO 9.4% (tiny, SQL-like, 21% of pairs)``.
 
+``--relevance js loggap js-contrast`` (or ``all``: every registered measure, ``core.relevance``) times each measure's
+replay against the same floor and GDPO work in one run: loggap keeps no full-vocabulary logits and computes no JS;
+js-contrast replays one more context per response (the null block, here ``block`` random tokens added after the
+blocks). ``JS s`` is then the JS alone of the measure's pairs (js-contrast: + one per response), 0 for loggap.
+
     python benchmarks/replay_overhead.py --model tiny                    # tiny random Llama, minutes on CPU
     python benchmarks/replay_overhead.py --model smollm2 --gdpo-batch 4  # SmolLM2-135M
     python benchmarks/replay_overhead.py --model /path/to/Qwen2.5-Coder-3B-Instruct --device cuda --batch 64
@@ -30,7 +35,8 @@ from dataclasses import dataclass
 
 import torch
 
-from mrtpo_openrlhf.core.settings import DEFAULT_JS_KERNEL, JS_KERNELS
+from mrtpo_openrlhf.core.relevance import DISTRIBUTIONS, RELEVANCE
+from mrtpo_openrlhf.core.settings import DEFAULT_JS_KERNEL, DEFAULT_RELEVANCE, JS_KERNELS
 
 SHAPES = {  # prompt, block length, insert position (negative: from the end), response
     "sql": dict(prompt=1024, block=64, insert=-5, response=256, label="SQL-like"),
@@ -197,8 +203,9 @@ def floor_work(model, items: list[FloorItem], micro_batch: int, device: str) -> 
     return forwards
 
 
-def make_requests(prompts, blocks, responses, insert_at, frac, n_rewards, group_size, g):
-    """Random (response, reward) pairs to replay; response i answers prompt i // group_size.
+def make_requests(prompts, blocks, responses, insert_at, frac, n_rewards, group_size, g, null=None):
+    """Random (response, reward) pairs to replay; response i answers prompt i // group_size; ``null``: the null
+    block's ids, added after the blocks in each request's null context.
 
     Returns (number of pairs, requests, prompt index of each request)."""
     from mrtpo_openrlhf.core import request_from_ids
@@ -211,7 +218,8 @@ def make_requests(prompts, blocks, responses, insert_at, frac, n_rewards, group_
         per_row.setdefault(i, []).append(k)
     rows = sorted(per_row.items())
     reqs = [
-        request_from_ids(prompts[i // group_size], blocks[i], responses[i], sorted(ks), insert_at) for i, ks in rows
+        request_from_ids(prompts[i // group_size], blocks[i], responses[i], sorted(ks), insert_at, null_ids=null)
+        for i, ks in rows
     ]
     return n, reqs, [i // group_size for i, _ in rows]
 
@@ -253,6 +261,13 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--unshared", action="store_true", help="also time the replay without prefix sharing")
     ap.add_argument("--js-kernel", default=DEFAULT_JS_KERNEL, choices=JS_KERNELS, help="the replay's JS kernel")
+    ap.add_argument(
+        "--relevance",
+        nargs="+",
+        default=[DEFAULT_RELEVANCE],
+        choices=[*RELEVANCE, "all"],
+        help="relevance measures to time, each against the same floor and GDPO work (all: every registered one)",
+    )
     return ap
 
 
@@ -277,6 +292,7 @@ def run(args, model=None) -> list[dict]:
     if model is None:
         model = load_model(args.model, args.device, getattr(torch, args.dtype))
     vocab = model.config.vocab_size
+    measures = list(RELEVANCE) if "all" in args.relevance else list(dict.fromkeys(args.relevance))
     results = []
     print(
         f"model={args.model} device={args.device} dtype={args.dtype} batch={args.batch} "
@@ -313,63 +329,71 @@ def run(args, model=None) -> list[dict]:
             f"{'' if scale == 1 else f', timed on {n_gdpo} and scaled'}): {t_gdpo:.3f}s"
         )
         print(
-            f"{'replayed pairs':>15} | {'fwd':>4} | {'replay s':>8} | {'unshared s':>10} | {'floor s':>8} | "
-            f"{'JS s':>6} | {'replay/floor':>12} | {'(replay-JS)/floor':>17} | {'replay/GDPO':>11} | "
+            f"{'relevance':>11} | {'replayed pairs':>15} | {'fwd':>4} | {'replay s':>8} | {'unshared s':>10} | "
+            f"{'floor s':>8} | {'JS s':>6} | {'replay/floor':>12} | {'(replay-JS)/floor':>17} | {'replay/GDPO':>11} | "
             f"{'unshared/GDPO':>13}"
         )
         n_pairs = args.batch * args.rewards
+        null = torch.randint(10, vocab, (blen,), generator=torch.Generator().manual_seed(1)).tolist()
         for frac in args.replay_frac:
-            n, reqs, prompt_of = make_requests(
-                prompts, blocks, responses, insert_at, frac, args.rewards, args.group_size, g
-            )
+            n, with_null, prompt_of = make_requests(
+                prompts, blocks, responses, insert_at, frac, args.rewards, args.group_size, g, null
+            )  # every measure replays the same pairs; only a contrasting one runs the null contexts
+            bare = [type(r)(r.full_context, r.response_ids, r.minus_contexts, r.joint_rewards) for r in with_null]
+            for measure in measures:
+                spec = RELEVANCE[measure]
+                reqs = with_null if spec.null_context else bare
 
-            def replay(share, reqs=reqs):
-                return replay_relevance(
-                    model,
-                    reqs,
-                    num_rewards=args.rewards,
-                    micro_batch_size=args.micro_batch,
-                    share_prefix=share,
-                    js_kernel=args.js_kernel,
+                def replay(share, reqs=reqs, measure=measure):
+                    return replay_relevance(
+                        model,
+                        reqs,
+                        num_rewards=args.rewards,
+                        micro_batch_size=args.micro_batch,
+                        share_prefix=share,
+                        js_kernel=args.js_kernel,
+                        relevance=measure,
+                    )
+
+                cuda = args.device.startswith("cuda")
+                dtype = next(model.parameters()).dtype
+                js_alone(1, rlen, vocab, dtype, args.device, args.js_kernel)()  # a compile is once per process: untimed
+                if cuda:
+                    torch.cuda.reset_peak_memory_stats()
+                    replay(True)
+                replay_peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
+                items = floor_items(bare, prompt_of)  # the floor of the JS replay, whatever the measure
+                n_js = (n + len(reqs) * spec.null_context) if spec.output == DISTRIBUTIONS else 0
+                fns = {
+                    "replay": lambda: replay(True),
+                    "floor": lambda: floor_work(model, items, args.micro_batch, args.device),
+                    "js": js_alone(n_js, rlen, vocab, dtype, args.device, args.js_kernel),
+                }
+                if args.unshared:
+                    fns["unshared"] = lambda: replay(False)
+                t = time_in_turn(fns, args.device, args.repeats, args.warmup)
+                t_replay, t_floor, t_js = t["replay"], t["floor"], t["js"]
+                t_unshared = t.get("unshared", float("nan"))
+                row = dict(
+                    relevance=measure,
+                    shape=shape["label"],
+                    frac=frac,
+                    pairs=n,
+                    replay=t_replay,
+                    unshared=t_unshared,
+                    floor=t_floor,
+                    js=t_js,
+                    gdpo=t_gdpo,
+                    forwards=count_forwards(reqs, args.micro_batch),
+                    replay_peak_gib=replay_peak,
                 )
-
-            cuda = args.device.startswith("cuda")
-            dtype = next(model.parameters()).dtype
-            js_alone(1, rlen, vocab, dtype, args.device, args.js_kernel)()  # a compile is once per process: untimed
-            if cuda:
-                torch.cuda.reset_peak_memory_stats()
-                replay(True)
-            replay_peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
-            items = floor_items(reqs, prompt_of)
-            fns = {
-                "replay": lambda: replay(True),
-                "floor": lambda: floor_work(model, items, args.micro_batch, args.device),
-                "js": js_alone(n, rlen, vocab, dtype, args.device, args.js_kernel),
-            }
-            if args.unshared:
-                fns["unshared"] = lambda: replay(False)
-            t = time_in_turn(fns, args.device, args.repeats, args.warmup)
-            t_replay, t_floor, t_js = t["replay"], t["floor"], t["js"]
-            t_unshared = t.get("unshared", float("nan"))
-            row = dict(
-                shape=shape["label"],
-                frac=frac,
-                pairs=n,
-                replay=t_replay,
-                unshared=t_unshared,
-                floor=t_floor,
-                js=t_js,
-                gdpo=t_gdpo,
-                forwards=count_forwards(reqs, args.micro_batch),
-                replay_peak_gib=replay_peak,
-            )
-            results.append(row)
-            print(
-                f"{n:>6}/{n_pairs:<4} {frac:>4.0%} | {row['forwards']:>4} | {t_replay:>8.3f} | {t_unshared:>10.3f} | "
-                f"{t_floor:>8.3f} | {t_js:>6.3f} | {t_replay / t_floor:>12.2f} | "
-                f"{(t_replay - t_js) / t_floor:>17.2f} | {t_replay / t_gdpo:>11.1%} | "
-                f"{t_unshared / t_gdpo:>13.1%}"
-            )
+                results.append(row)
+                print(
+                    f"{measure:>11} | {n:>6}/{n_pairs:<4} {frac:>4.0%} | {row['forwards']:>4} | {t_replay:>8.3f} | "
+                    f"{t_unshared:>10.3f} | {t_floor:>8.3f} | {t_js:>6.3f} | {t_replay / t_floor:>12.2f} | "
+                    f"{(t_replay - t_js) / t_floor:>17.2f} | {t_replay / t_gdpo:>11.1%} | "
+                    f"{t_unshared / t_gdpo:>13.1%}"
+                )
     if args.device.startswith("cuda"):
         print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
     pick = [r for r in results if abs(r["frac"] - args.summary_frac) < 1e-9] or results
@@ -377,6 +401,7 @@ def run(args, model=None) -> list[dict]:
     print(
         f"replay/floor {s['replay'] / s['floor']:.2f} replay/GDPO {s['replay'] / s['gdpo']:.1%} "
         f"({args.model}, {s['shape']}, {s['frac']:.0%} of pairs)"
+        + ("" if s["relevance"] == DEFAULT_RELEVANCE else f", relevance {s['relevance']}")
     )
     return results
 

@@ -12,7 +12,7 @@ from openrlhf.models import Actor
 from openrlhf.trainer.ray.launcher import ReferenceModelActor
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
-from ..core import ReplayRequest, replay_relevance
+from ..core import DEFAULT_RELEVANCE, ReplayRequest, replay_relevance
 from ..paths import share_like_umask
 from ..ports import held_port
 from .log_probs import label_log_probs
@@ -142,6 +142,7 @@ class MRTPOPolicyModelActorBase(HeldRendezvousPort, PolicyModelActor.__ray_actor
         chunk_size: int,
         js_kernel: str,
         logits_fp32: bool = False,
+        relevance: str = DEFAULT_RELEVANCE,
     ) -> torch.Tensor:
         """q (len(requests), num_rewards, T) for this rank's share of the replay.
 
@@ -155,7 +156,8 @@ class MRTPOPolicyModelActorBase(HeldRendezvousPort, PolicyModelActor.__ray_actor
             self._partition_logged = True
             partitioned, total = zero3_partitioned(self.actor.model)
             print(
-                f"[mrtpo] replay on rank {rank}: {partitioned} of {total} parameters partitioned by ZeRO-3",
+                f"[mrtpo] replay on rank {rank}: {partitioned} of {total} parameters partitioned by ZeRO-3, "
+                f"relevance {relevance}",
                 flush=True,
             )
         inject_replay_failure(rank)  # test-only (MRTPO_INJECT_REPLAY_FAILURE): the other ranks block in a gather
@@ -170,6 +172,7 @@ class MRTPOPolicyModelActorBase(HeldRendezvousPort, PolicyModelActor.__ray_actor
                 chunk_size=chunk_size,
                 js_kernel=js_kernel,
                 logits_fp32=logits_fp32,
+                relevance=relevance,
                 pad_token_id=self.tokenizer.pad_token_id or 0,
                 min_forwards=min_forwards,
                 progress=self.strategy.is_rank_0(),

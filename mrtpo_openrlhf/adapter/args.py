@@ -16,6 +16,7 @@ import sys
 from ..core import estimators as _estimators
 from ..core import settings as _settings
 from ..core.placements import placement_help, placement_modes
+from ..core.relevance import relevance_help, relevance_names
 
 MULTI_REWARD_ESTIMATORS = tuple(_estimators.ADVANTAGE_ESTIMATORS)
 ESTIMATOR_DEST = "algo.advantage.estimator"
@@ -79,6 +80,13 @@ def add_mrtpo_arguments(parser: argparse.ArgumentParser) -> None:
         choices=placement_modes(),
         default=s.DEFAULT_PLACEMENT,
         help="; ".join(f"{mode}: {text}" for mode, text in placement_help().items()) + " (mrtpo estimator only)",
+    )
+    add(
+        "relevance",
+        choices=relevance_names(),
+        default=s.DEFAULT_RELEVANCE,
+        help="how the replay measures q (any placement over any measure): "
+        + "; ".join(f"{name}: {text}" for name, text in relevance_help().items()).replace("%", "%%"),
     )
     add(
         "reward_weighting",
@@ -186,6 +194,8 @@ def flag_problems(flat: argparse.Namespace) -> list[str]:
         fail("--algo.mrtpo.replay_micro_batch_size and --algo.mrtpo.chunk_size must be >= 1")
     if estimator == "gdpo" and get("algo.mrtpo.placement", _settings.DEFAULT_PLACEMENT) != _settings.DEFAULT_PLACEMENT:
         fail("--algo.mrtpo.placement applies to --algo.advantage.estimator mrtpo only")
+    if estimator == "gdpo" and get("algo.mrtpo.relevance", _settings.DEFAULT_RELEVANCE) != _settings.DEFAULT_RELEVANCE:
+        fail("--algo.mrtpo.relevance applies to --algo.advantage.estimator mrtpo only")
     return problems
 
 

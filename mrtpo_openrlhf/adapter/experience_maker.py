@@ -35,6 +35,8 @@ from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 
 from ..core import (
     ADVANTAGE_ESTIMATORS,
+    DEFAULT_NULL_BLOCK,
+    DEFAULT_RELEVANCE,
     JOINT_REPLAY,
     PROMPT_IDS_MISMATCH,
     MethodSettings,
@@ -42,6 +44,7 @@ from ..core import (
     TokenInputs,
     count_forwards,
     get_placement,
+    get_relevance,
     localization,
     request_for_rollout,
     response_advantages,
@@ -351,11 +354,13 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
     def build_requests(self, experiences, batch: RewardBatch, adv: torch.Tensor, placement: str):
         """ReplayRequests for every response with at least one pair to replay, keyed by global row.
 
-        Contexts start from the rollout's own prompt ids (``core.request_for_rollout``).
+        Contexts start from the rollout's own prompt ids (``core.request_for_rollout``); a relevance measure that
+        contrasts with the null block gets the task's null context too (``null_block``).
         Returns ({row: (request, first action column)}, {reason: number of pairs skipped}).
         """
         margs = self.mrtpo_args
         joint = get_placement(placement).replay == JOINT_REPLAY
+        null = self.null_block() if get_relevance(self.relevance).null_context else None
         requests: dict[int, tuple[ReplayRequest, int]] = {}
         skipped: dict[str, int] = defaultdict(int)
         for e in experiences:
@@ -377,6 +382,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                     margs.block_separator,
                     joint,
                     spans,
+                    null,
                 )
                 for reason in left_out.values():
                     skipped[reason] += 1
@@ -385,6 +391,22 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
         if skipped:
             logger.warning("MRTPO replay skipped pairs: %s", dict(skipped))
         return requests, dict(skipped)
+
+    @property
+    def relevance(self) -> str:
+        return getattr(self.mrtpo_args, "relevance", DEFAULT_RELEVANCE)
+
+    def null_block(self):
+        """The null block of the task whose reward file this run trains on (``tasks.task_of_reward`` of the first
+        ``--reward.remote_url`` entry, the one upstream loads), or the default (``core.null_block``) for any other
+        reward (a user's own file, a reward server's URL)."""
+        if not hasattr(self, "_null_block"):
+            from ..tasks import task_of_reward
+
+            first = str(getattr(self.args.reward, "remote_url", None) or "").split(",")[0].strip()
+            task = task_of_reward(first) if first.endswith(".py") else None
+            self._null_block = task.null_block() if task is not None else DEFAULT_NULL_BLOCK
+        return self._null_block
 
     def _replay(self, experiences, batch: RewardBatch, adv: torch.Tensor, placement: str):
         margs = self.mrtpo_args
@@ -411,6 +433,7 @@ class MRTPOExperienceMaker(RemoteExperienceMaker):
                 chunk_size=[margs.chunk_size] * num_ranks,
                 js_kernel=[margs.js_kernel] * num_ranks,
                 logits_fp32=[margs.replay_logits == "fp32"] * num_ranks,
+                relevance=[self.relevance] * num_ranks,
             )
             # refs[i] runs on rank i (duplicate_actors is 1: MRTPO refuses ring attention and DeepSpeed TP); the
             # first rank to fail fails the step at once instead of leaving the others in a ZeRO-3 gather

@@ -9,7 +9,9 @@ from typing import Sequence
 
 from mrtpo_openrlhf.tasks import TASKS
 
-from ..diagnostics.runner import NULL_TEXT, DiagnoseError, run
+from ..core.relevance import RELEVANCE, relevance_help
+from ..core.settings import DEFAULT_RELEVANCE
+from ..diagnostics.runner import DiagnoseError, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,9 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--micro-batch-size", type=int, default=4, help="contexts per replay forward")
     p.add_argument(
         "--null",
-        default=NULL_TEXT,
+        default=None,
         help="the null block: a neutral sentence no reward reads, replayed like one more reward on every response "
-        "(the control a reward's localization is measured against); '' switches it off",
+        "(the control a reward's localization is measured against); default: the task's (Task.null_text, "
+        "core/null_block.py); '' switches it off",
+    )
+    p.add_argument(
+        "--relevance",
+        default=DEFAULT_RELEVANCE,
+        choices=list(RELEVANCE),
+        help="the relevance measure of the heatmap and statistics (the null's rows too): "
+        + "; ".join(f"{name}: {text}" for name, text in relevance_help().items()).replace("%", "%%"),
     )
     return p
 
@@ -73,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             micro_batch_size=args.micro_batch_size,
             null_text=args.null,
+            relevance=args.relevance,
         )
     except DiagnoseError as exc:
         print(f"error: {exc}", file=sys.stderr)

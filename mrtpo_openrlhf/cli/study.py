@@ -130,6 +130,16 @@ def add_localize_command(sub) -> None:
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--sample-seed", type=int, default=7)
     p.add_argument("--backend", choices=["auto", "vllm", "transformers"], default="auto")
+    from ..core.relevance import RELEVANCE
+
+    p.add_argument(
+        "--relevance",
+        nargs="+",
+        choices=list(RELEVANCE),
+        default=["js"],
+        help="relevance measures: a heatmap page and localization statistics per measure, the null block's beside "
+        "each (the default measure's in <label>/, another's in <label>/<measure>/)",
+    )
 
 
 def add_report_command(sub) -> None:
@@ -295,6 +305,7 @@ def localize_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> i
             args.samples,
             args.sample_seed,
             args.backend,
+            args.relevance,
         )
     except LocalizeError as exc:
         print(f"[study] {exc}", file=sys.stderr)

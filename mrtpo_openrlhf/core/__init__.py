@@ -1,7 +1,8 @@
 """MRTPO core: pure torch, no OpenRLHF or Ray import.
 
 Data flow (``estimators``): rewards (N,K) -> ``response_advantages`` (A per reward, GDPO's response level) ->
-``replay_relevance`` (q, per reward and token, for the pairs with A != 0) -> ``ADVANTAGE_ESTIMATORS[name]``
+``replay_relevance`` (q, per reward and token, for the pairs with A != 0; the ``relevance`` measure) ->
+``ADVANTAGE_ESTIMATORS[name]``
 (placement ``token_advantages``, GDPO's batch step ``rescale_token_advantages``, the length penalty, the clip
 range) -> the clipped surrogate (upstream PolicyLoss). The method's defaults are in ``settings``.
 """
@@ -19,6 +20,7 @@ from .estimators import (
     token_path,
 )
 from .gdpo import batch_standardize, fixed_reward_weights, group_normalize, saw_weights, weighted_sum
+from .null_block import DEFAULT_NULL_BLOCK, NULL_POSITIONS, NULL_TEXT, NullBlock, null_kind, with_null_blocks
 from .placements import (
     JOINT_REPLAY,
     NO_REPLAY,
@@ -32,11 +34,26 @@ from .placements import (
     placement_modes,
     register_placement,
 )
-from .relevance import js_relevance
+from .relevance import (
+    DISTRIBUTIONS,
+    OUTPUTS,
+    RELEVANCE,
+    TOKEN_LOG_PROBS,
+    RelevanceMeasure,
+    get_relevance,
+    js_relevance,
+    register_relevance,
+    relevance_arms,
+    relevance_help,
+    relevance_names,
+    sampled_token_log_probs,
+)
 from .replay import (
     JOINT,
+    NULL,
     PROMPT_IDS_MISMATCH,
     JointContext,
+    NullContext,
     ReplayRequest,
     chat_suffix_text,
     context_ids,
@@ -45,6 +62,7 @@ from .replay import (
     find_insert_position,
     inline_blocks,
     localization,
+    null_context_text,
     prefix_sharing_unsupported,
     replay_relevance,
     request_for_rollout,
@@ -62,6 +80,7 @@ from .settings import (
     DEFAULT_EPS,
     DEFAULT_JS_KERNEL,
     DEFAULT_PLACEMENT,
+    DEFAULT_RELEVANCE,
     DEFAULT_REPLAY_MICRO_BATCH_SIZE,
     DEFAULT_REWARD_WEIGHTING,
     DEFAULT_REWARD_WEIGHTS,

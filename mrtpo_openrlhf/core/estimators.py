@@ -20,6 +20,7 @@ import torch
 
 from .gdpo import batch_standardize, fixed_reward_weights, group_normalize, saw_weights, weighted_sum
 from .placements import NO_REPLAY, get_placement
+from .relevance import get_relevance
 from .settings import MethodSettings
 from .weights import (
     beta_schedule,
@@ -204,6 +205,7 @@ def gdpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
         "warmup_steps",
         "cap",
         "placement",
+        "relevance",
         "reward_weighting",
         "reward_weights",
         "eps",
@@ -217,4 +219,5 @@ def gdpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
 )
 def mrtpo_placement(settings: MethodSettings, step: int) -> StepPlacement:
     get_placement(settings.placement)  # an unknown mode fails here, before any replay
+    get_relevance(settings.relevance)  # and an unknown relevance measure
     return StepPlacement(settings.placement, beta_schedule(step, settings.beta, settings.warmup_steps), settings.cap)

@@ -29,19 +29,21 @@ WeightsFn = Callable[
 
 @dataclass(frozen=True)
 class Placement:
-    """A registered placement mode. ``arm``: its study arm (an ``mrtpo`` run with this placement), None for none."""
+    """A registered placement mode. ``arm``: its study arm (an ``mrtpo`` run with this placement), None for none;
+    ``claim``: what the study report checks for that arm against the method's (``MRTPO > arm``), None for none."""
 
     name: str
     weights: WeightsFn
     replay: str
     help: str
     arm: str | None
+    claim: str | None = None
 
 
 PLACEMENTS: dict[str, Placement] = {}
 
 
-def register_placement(name: str, replay: str, help: str, arm: str | None):
+def register_placement(name: str, replay: str, help: str, arm: str | None, claim: str | None = None):
     """Register ``weights`` as the placement mode ``name``; a taken name or study arm is refused."""
     if replay not in REPLAYS:
         raise ValueError(f"placement {name!r}: replay {replay!r}, choose from {REPLAYS}")
@@ -51,7 +53,7 @@ def register_placement(name: str, replay: str, help: str, arm: str | None):
         raise ValueError(f"placement {name!r}: study arm {arm!r} is already taken")
 
     def deco(weights: WeightsFn) -> WeightsFn:
-        PLACEMENTS[name] = Placement(name, weights, replay, help, arm)
+        PLACEMENTS[name] = Placement(name, weights, replay, help, arm, claim)
         return weights
 
     return deco

@@ -1,4 +1,10 @@
-"""Per-token relevance: the Jensen-Shannon distance between two next-token distributions.
+"""Per-token relevance q: how much removing reward k's verifier block changes the policy at each response token.
+
+``RELEVANCE`` (below) registers the measures (``--algo.mrtpo.relevance``): ``js`` (the default, this module's JS
+distance), ``loggap`` (the sampled token's log-probability gap, no distribution kept) and ``js-contrast`` (JS minus
+the null block's JS). Each entry says what the replay must return per context; ``core.replay`` computes only that.
+
+The Jensen-Shannon distance between two next-token distributions:
 
 q[t] = sqrt(JSD(p_t, m_t) / ln 2) in [0, 1], with p from the ``full`` context and m from ``minus_k``.
 This equals ``scipy.spatial.distance.jensenshannon(p, m, base=2)``.
@@ -11,6 +17,7 @@ and the same accuracy either way, and a compile that fails falls back to the eag
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -150,4 +157,204 @@ def js_relevance(
             out[start:stop] = (jsd / LN2).clamp(0.0, 1.0).sqrt()
     if flat_mask is not None:
         out = out * flat_mask
+    return out.reshape(lead)
+
+
+# ── the registry of relevance measures (``--algo.mrtpo.relevance``) ──
+#
+# A measure turns the replay of two contexts into a per-token q in [0, 1]. Each entry declares what every replayed
+# context must return, so the replay computes only that:
+DISTRIBUTIONS = "distributions"  # (T, V) response logits: the full next-token distributions
+TOKEN_LOG_PROBS = "token_log_probs"  # (T,) fp32 log-probability of the sampled token (no (T, V) tensor kept)
+OUTPUTS = (DISTRIBUTIONS, TOKEN_LOG_PROBS)
+
+DistanceFn = Callable[..., torch.Tensor]
+ContrastFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class RelevanceMeasure:
+    """A registered relevance measure.
+
+    name: the ``--algo.mrtpo.relevance`` value.
+    output: what each replayed context returns (``DISTRIBUTIONS`` or ``TOKEN_LOG_PROBS``).
+    distance: ``(full, other, *, temperature, chunk_size, kernel) -> (T,)`` fp32 in [0, 1], between the ``full``
+        context's output and another context's (minus_k, the joint context, or the null block's); ``full``/``other``
+        are (T, V) logits or (T,) sampled-token log-probs, as ``output`` says.
+    null_context: the replay adds one more context per response, ``full`` with the task's null block
+        (``core.null_block``), shared by all of the response's rewards.
+    contrast: with ``null_context``, ``(d_reward (T,), d_null (T,)) -> q (T,)``; None: q = the reward's distance.
+    help: the CLI's help text.
+    arm: its study arm (the default placement over this measure), None for none.
+    """
+
+    name: str
+    output: str
+    distance: DistanceFn
+    help: str
+    arm: str | None = None
+    null_context: bool = False
+    contrast: ContrastFn | None = None
+
+    def q(self, full: torch.Tensor, minus: torch.Tensor, null: torch.Tensor | None = None, **options) -> torch.Tensor:
+        """q of one (response, reward) pair from its contexts' outputs (the replay computes the same in steps,
+        sharing the null's distance between rewards): (T, ...) x 2 (+ the null's) -> (T,) fp32."""
+        d = self.distance(full, minus, **options)
+        if not self.null_context:
+            return d
+        if null is None:
+            raise ValueError(f"relevance {self.name!r} needs the null context's output")
+        return self.contrast(d, self.distance(full, null, **options))
+
+
+RELEVANCE: dict[str, RelevanceMeasure] = {}
+
+
+def register_relevance(
+    name: str,
+    output: str,
+    help: str,
+    arm: str | None = None,
+    null_context: bool = False,
+    contrast: ContrastFn | None = None,
+):
+    """Register ``distance`` as the relevance measure ``name``; a taken name or study arm is refused."""
+    if output not in OUTPUTS:
+        raise ValueError(f"relevance {name!r}: output {output!r}, choose from {OUTPUTS}")
+    if name in RELEVANCE:
+        raise ValueError(f"relevance measure {name!r} is already registered")
+    if arm is not None and arm in {m.arm for m in RELEVANCE.values()}:
+        raise ValueError(f"relevance {name!r}: study arm {arm!r} is already taken")
+    if null_context != (contrast is not None):
+        raise ValueError(f"relevance {name!r}: a null context and a contrast go together")
+
+    def deco(distance: DistanceFn) -> DistanceFn:
+        RELEVANCE[name] = RelevanceMeasure(name, output, distance, help, arm, null_context, contrast)
+        return distance
+
+    return deco
+
+
+def get_relevance(name: str) -> RelevanceMeasure:
+    if name not in RELEVANCE:
+        raise ValueError(f"unknown relevance measure {name!r}; choose from {tuple(RELEVANCE)}")
+    return RELEVANCE[name]
+
+
+def relevance_names() -> tuple[str, ...]:
+    """The registered measures, in registration order (the CLI's choices)."""
+    return tuple(RELEVANCE)
+
+
+def relevance_help() -> dict[str, str]:
+    return {name: m.help for name, m in RELEVANCE.items()}
+
+
+def relevance_arms() -> dict[str, str]:
+    """{study arm: measure} for the measures that have an arm, in registration order."""
+    return {m.arm: name for name, m in RELEVANCE.items() if m.arm is not None}
+
+
+def js_distance(
+    full: torch.Tensor,
+    other: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    kernel: str = DEFAULT_JS_KERNEL,
+) -> torch.Tensor:
+    """The JS distance of each position (``js_relevance``): (T, V) logits x 2 -> (T,) fp32 in [0, 1]."""
+    return js_relevance(full, other, temperature=temperature, chunk_size=chunk_size, kernel=kernel)
+
+
+def log_gap_distance(full: torch.Tensor, other: torch.Tensor, **_options) -> torch.Tensor:
+    """1 - exp(-|log p_full(y_t) - log p_other(y_t)|) per response token t: (T,) x 2 log-probs -> (T,) fp32 in [0, 1).
+
+    ``full``/``other``: the log-probability (at the rollout's temperature) of the token the policy sampled at each
+    position (``sampled_token_log_probs``). The normalization 1 - exp(-gap) = |p - m| / max(p, m) (p, m the two
+    probabilities of the sampled token) is the share of the larger probability the block accounts for: 0 when the
+    block does not move the token, towards 1 when one context all but rules the token out. It is per token (a pair's
+    q does not depend on its other tokens, as JS's does not; dividing by the response's maximum would let one noisy
+    token set every other token's scale), monotone in the gap and bounded like JS, and at small gaps equals the gap
+    (1 - exp(-g) = g - g^2/2 + ...). expm1 keeps small gaps exact.
+    """
+    if full.shape != other.shape:
+        raise ValueError(f"shape mismatch: {tuple(full.shape)} vs {tuple(other.shape)}")
+    gap = (full.float() - other.float()).abs()
+    return (-torch.expm1(-gap)).clamp(0.0, 1.0)
+
+
+def floor_contrast(d_reward: torch.Tensor, d_null: torch.Tensor) -> torch.Tensor:
+    """max(0, d_reward - d_null) per token: (T,) x 2 -> (T,) fp32 in [0, 1].
+
+    What the reward's block moves beyond what any change of the prompt moves (the null block: a neutral sentence
+    at the same place). A response where nothing is left (q = 0 on every token) gets uniform credit weights
+    (``weights.credit_weights``: a row without signal keeps GDPO's uniform placement).
+    """
+    return (d_reward.float() - d_null.float()).clamp_min(0.0)
+
+
+register_relevance(
+    "js",
+    DISTRIBUTIONS,
+    "the Jensen-Shannon distance between the next-token distributions with and without the reward's block",
+)(js_distance)
+register_relevance(
+    "loggap",
+    TOKEN_LOG_PROBS,
+    "1 - exp(-|log p_full(y_t) - log p_minus(y_t)|) of the sampled token y_t (CoRT's signal, per reward); "
+    "its replay keeps no full-vocabulary logits",
+    arm="mrtpo-loggap",
+)(log_gap_distance)
+register_relevance(
+    "js-contrast",
+    DISTRIBUTIONS,
+    "the reward's JS distance minus the null block's at the same token, floored at 0 (uniform where nothing is "
+    "left); one more context per replayed response",
+    arm="mrtpo-contrast",
+    null_context=True,
+    contrast=floor_contrast,
+)(js_distance)
+
+
+def sampled_token_log_probs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    temperature: float = 1.0,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    fp32: bool = False,
+) -> torch.Tensor:
+    """log softmax(h W^T + b)[y] / τ of each position's sampled token, the output layer run a chunk at a time.
+
+    Args:
+        hidden: (..., d) last hidden states. weight: (V, d), bias: (V,) or None (the output layer's).
+        targets: (...) int token ids y.
+        fp32: the layer in fp32 (``replay.fp32_logits``'s rule); else in the weight's dtype, as the model's own head.
+    Returns:
+        (...) fp32: z_y / τ - logsumexp(z / τ), z = h W^T + b. The normalizer needs every row of the layer (a
+        log-probability is not defined by the sampled row alone), but only a (chunk, V) block of logits lives at a
+        time: no (T, V) tensor is kept, and no distribution is compared.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    lead, d = hidden.shape[:-1], hidden.shape[-1]
+    if targets.shape != lead:
+        raise ValueError(f"targets {tuple(targets.shape)} do not match the hidden states' {tuple(lead)}")
+    flat, ids = hidden.reshape(-1, d), targets.reshape(-1).long()
+    w = weight.float() if fp32 else weight
+    b = None if bias is None else (bias.float() if fp32 else bias)
+    if not fp32:
+        flat = flat.to(weight.dtype)
+    else:
+        flat = flat.float()
+    vocab = weight.shape[0]
+    if flat.device.type == "cpu":
+        chunk_size = min(chunk_size, max(1, CPU_CHUNK_ELEMENTS // max(vocab, 1)))
+    out = torch.empty(flat.shape[0], dtype=torch.float32, device=hidden.device)
+    for start in range(0, flat.shape[0], chunk_size):
+        stop = min(start + chunk_size, flat.shape[0])
+        lp = _log_probs(torch.nn.functional.linear(flat[start:stop], w, b), float(temperature))
+        out[start:stop] = lp.gather(-1, ids[start:stop, None]).squeeze(-1)
     return out.reshape(lead)

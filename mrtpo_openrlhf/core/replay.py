@@ -17,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
 import torch
 
-from .relevance import js_relevance
-from .settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE, DEFAULT_JS_KERNEL
+from .null_block import INLINE, NullBlock, _spans_in_head, null_kind, with_null_blocks
+from .relevance import DISTRIBUTIONS, TOKEN_LOG_PROBS, get_relevance, sampled_token_log_probs
+from .settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE, DEFAULT_JS_KERNEL, DEFAULT_RELEVANCE
 
 _log = logging.getLogger(__name__)
 
@@ -36,7 +37,17 @@ class JointContext(enum.Enum):
 
 
 JOINT = JointContext.ALL_BLOCKS_REMOVED  # its key in ``ReplayRequest.minus_contexts``
-ContextKey = int | JointContext  # a reward index k (the context minus_k), or JOINT
+
+
+class NullContext(enum.Enum):
+    """``full`` with the task's null block added (``core.null_block``): the extra context of a measure that
+    contrasts with it (``js-contrast``), one per response, shared by its rewards."""
+
+    NULL_BLOCK_ADDED = "null block added"
+
+
+NULL = NullContext.NULL_BLOCK_ADDED  # its key in the replay's jobs
+ContextKey = int | JointContext | NullContext  # a reward index k (the context minus_k), JOINT, or NULL
 
 
 @dataclass
@@ -48,12 +59,14 @@ class ReplayRequest:
     minus_contexts: reward index k -> token ids of ``full`` without block k; only the pairs to replay.
         Key ``JOINT``: one context without any block (the joint ablation); its profile is written to
         every index in ``joint_rewards``.
+    null_context: ``full`` with the null block added (a measure with ``null_context`` needs it); None: none.
     """
 
     full_context: Sequence[int]
     response_ids: Sequence[int]
     minus_contexts: dict[ContextKey, Sequence[int]] = field(default_factory=dict)
     joint_rewards: Sequence[int] = ()
+    null_context: Sequence[int] | None = None
 
     @property
     def rewards(self) -> list[int]:
@@ -81,20 +94,23 @@ def request_from_ids(
     rewards: Sequence[int],
     insert_at: int | None = None,
     joint: bool = False,
+    null_ids: Sequence[int] | None = None,
 ) -> ReplayRequest:
     """Pre-tokenized blocks, none of them in the prompt: ``full`` inserts all blocks at ``insert_at``,
-    ``minus_k`` all but block k. A reward with an empty block is left out (its q is 0)."""
+    ``minus_k`` all but block k. A reward with an empty block is left out (its q is 0). ``null_ids``: the null
+    block's ids, added after the blocks in the null context (an appended null)."""
     full = context_ids(prompt_ids, block_ids, insert_at)
+    null = None if null_ids is None else context_ids(prompt_ids, [*block_ids, null_ids], insert_at)
     if joint:
         live = [k for k in rewards if block_ids[k]]
         minus = {JOINT: list(prompt_ids)} if live else {}
-        return ReplayRequest(full, list(response_ids), minus, live)
+        return ReplayRequest(full, list(response_ids), minus, live, null)
     minus = {
         k: context_ids(prompt_ids, [b for j, b in enumerate(block_ids) if j != k], insert_at)
         for k in rewards
         if block_ids[k]
     }
-    return ReplayRequest(full, list(response_ids), minus)
+    return ReplayRequest(full, list(response_ids), minus, null_context=null)
 
 
 Span = tuple[int, int]
@@ -159,6 +175,25 @@ def context_texts(
     return render(set()), [render({k}) for k in range(len(blocks))], render(set(range(len(blocks))))
 
 
+def null_context_text(
+    prompt: str,
+    blocks: Sequence[str],
+    null: NullBlock,
+    separator: str = DEFAULT_BLOCK_SEPARATOR,
+    suffix: str = "",
+    spans: Sequence[Span | None] | None = None,
+) -> str:
+    """``full`` (``context_texts``) with the null block added at its place for this response (``null_kind``):
+    inline, ``text + " "`` just before the first block in the prompt; appended, one more block after the others."""
+    if null_kind(null, prompt, suffix, blocks, spans) == INLINE:
+        prompt, blocks, spans, _ = with_null_blocks(prompt, suffix, blocks, spans, null.text, (INLINE,))
+        return context_texts(prompt, blocks, separator, suffix, spans)[0]
+    head = _prompt_head(prompt, suffix)
+    return context_texts(prompt, [*blocks, null.text], separator, suffix, [*_spans_in_head(head, blocks, spans), None])[
+        0
+    ]
+
+
 def request_from_text(
     tokenizer: Any,
     prompt: str,
@@ -168,18 +203,23 @@ def request_from_text(
     separator: str = DEFAULT_BLOCK_SEPARATOR,
     joint: bool = False,
     spans: Sequence[Span | None] | None = None,
+    null: NullBlock | None = None,
 ) -> ReplayRequest:
     """Text prompt and blocks plus a tokenizer (see ``context_texts``); the response ids stay as sampled.
 
     Contexts are tokenized without adding special tokens: the prompt text already carries the chat
-    template's own.
+    template's own. ``null``: also the null context (``null_context_text``), for a measure that needs one.
     """
-    full, minus, none = context_texts(prompt, blocks, separator, chat_suffix_text(tokenizer), spans)
+    suffix = chat_suffix_text(tokenizer)
+    full, minus, none = context_texts(prompt, blocks, separator, suffix, spans)
     encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     live = [k for k in rewards if minus[k] != full]
+    null_ids = None
+    if null is not None and null.text and live:
+        null_ids = encode(null_context_text(prompt, blocks, null, separator, suffix, spans))
     if joint:
-        return ReplayRequest(encode(full), list(response_ids), {JOINT: encode(none)} if live else {}, live)
-    return ReplayRequest(encode(full), list(response_ids), {k: encode(minus[k]) for k in live})
+        return ReplayRequest(encode(full), list(response_ids), {JOINT: encode(none)} if live else {}, live, null_ids)
+    return ReplayRequest(encode(full), list(response_ids), {k: encode(minus[k]) for k in live}, null_context=null_ids)
 
 
 PROMPT_IDS_MISMATCH = "prompt_ids_mismatch"
@@ -195,6 +235,7 @@ def request_for_rollout(
     separator: str = DEFAULT_BLOCK_SEPARATOR,
     joint: bool = False,
     spans: Sequence[Span | None] | None = None,
+    null: NullBlock | None = None,
 ) -> tuple[ReplayRequest, dict[int, str]]:
     """The replay request of one rollout response, built so that ``full`` starts from what the policy saw.
 
@@ -203,13 +244,13 @@ def request_for_rollout(
     prompt, or the engine added tokens) the contexts are built from ``prompt_ids``: blocks the prompt does not hold
     are inserted as ids at the end of the last user message (``request_from_ids``); a block the prompt holds
     cannot be cut out of ids that no longer match its text, so that pair is skipped (in the joint ablation, the
-    whole response).
+    whole response). ``null``: the null context too (``request_from_text``; built from ids, the null is appended).
 
     Returns:
         (request, skipped): skipped maps each requested reward that was left out to its reason.
     """
     if _encode(tokenizer, prompt) == list(prompt_ids):
-        return request_from_text(tokenizer, prompt, blocks, response_ids, rewards, separator, joint, spans), {}
+        return request_from_text(tokenizer, prompt, blocks, response_ids, rewards, separator, joint, spans, null), {}
     inline = inline_blocks(_prompt_head(prompt, chat_suffix_text(tokenizer)), blocks, spans)
     skipped = {k: PROMPT_IDS_MISMATCH for k in rewards if blocks[k] and inline[k]}
     if joint and skipped:
@@ -217,7 +258,8 @@ def request_for_rollout(
     kept = [k for k in rewards if k not in skipped]
     block_ids = tokenize_blocks(tokenizer, [b if not inline[j] else "" for j, b in enumerate(blocks)], separator)
     insert_at = find_insert_position(prompt_ids, tokenizer)
-    return request_from_ids(prompt_ids, block_ids, response_ids, kept, insert_at, joint), skipped
+    null_ids = tokenize_blocks(tokenizer, [null.text], separator)[0] if null is not None and null.text else None
+    return request_from_ids(prompt_ids, block_ids, response_ids, kept, insert_at, joint, null_ids), skipped
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
@@ -273,8 +315,9 @@ class _Job:
     n_response: int
 
 
-def _contexts(req: ReplayRequest) -> list[tuple[int | None, list[int]]]:
-    """[(None, full), (k, minus_k), ...] for the minus contexts that differ from full; [] when nothing to replay.
+def _contexts(req: ReplayRequest) -> list[tuple[ContextKey | None, list[int]]]:
+    """[(None, full), (k, minus_k), ..., (NULL, null)] for the minus contexts that differ from full (and the null
+    context, when the request has one); [] when nothing to replay.
 
     A context equal to full has q exactly 0: no forward needed.
     """
@@ -282,7 +325,8 @@ def _contexts(req: ReplayRequest) -> list[tuple[int | None, list[int]]]:
     minus = [(k, list(ctx)) for k, ctx in req.minus_contexts.items() if list(ctx) != full]
     if not req.response_ids or not minus:
         return []
-    return [(None, full), *minus]
+    null = [] if req.null_context is None else [(NULL, list(req.null_context))]
+    return [(None, full), *minus, *null]
 
 
 def _jobs(requests: Sequence[ReplayRequest]) -> Iterator[_Job]:
@@ -519,50 +563,50 @@ def _branch_logits(
 
 
 class _Profiles:
-    """Turns full/minus logits into q, keeping a response's full logits only until its last pair is done
-    (a minus branch that comes before its full one waits for it)."""
+    """Turns each context's output into q with the measure, keeping a response's full output only until its last
+    pair is done (a minus branch that comes before its full one waits for it). A measure that contrasts with the
+    null context keeps each reward's distance until the response's null distance is in."""
 
-    def __init__(
-        self,
-        requests: Sequence[ReplayRequest],
-        jobs: Sequence[_Job],
-        q: torch.Tensor,
-        temperature: float,
-        chunk_size: int,
-        js_kernel: str,
-    ):
-        self.requests, self.q, self.temperature, self.chunk_size = requests, q, temperature, chunk_size
-        self.js_kernel = js_kernel
+    def __init__(self, requests: Sequence[ReplayRequest], jobs: Sequence[_Job], q: torch.Tensor, measure, options):
+        self.requests, self.q, self.measure, self.options = requests, q, measure, options
         self.remaining: dict[int, int] = {}
         for job in jobs:
             if job.reward is not None:
                 self.remaining[job.request] = self.remaining.get(job.request, 0) + 1
         self.full: dict[int, torch.Tensor] = {}
         self.waiting: dict[int, list[tuple[_Job, torch.Tensor]]] = {}
+        self.distances: dict[int, dict[ContextKey, torch.Tensor]] = {}
 
-    def add(self, job: _Job, logits: torch.Tensor) -> None:
-        """logits: (n_response, V) of ``job``'s response positions."""
+    def add(self, job: _Job, out: torch.Tensor) -> None:
+        """out: ``job``'s response positions, (n_response, V) logits or (n_response,) sampled-token log-probs."""
         if job.reward is None:
-            self.full[job.request] = logits
+            self.full[job.request] = out
             for pending in self.waiting.pop(job.request, []):
                 self.add(*pending)
             return
         if job.request not in self.full:
-            self.waiting.setdefault(job.request, []).append((job, logits))
+            self.waiting.setdefault(job.request, []).append((job, out))
             return
-        dist = js_relevance(
-            self.full[job.request],
-            logits,
-            temperature=self.temperature,
-            chunk_size=self.chunk_size,
-            kernel=self.js_kernel,
-        )
-        targets = self.requests[job.request].joint_rewards if job.reward == JOINT else [job.reward]
-        for k in targets:
-            self.q[job.request, k, : job.n_response] = dist.float().cpu()
+        dist = self.measure.distance(self.full[job.request], out, **self.options)
+        if self.measure.null_context:
+            self.distances.setdefault(job.request, {})[job.reward] = dist
+        elif job.reward != NULL:
+            self._write(job.request, job.reward, dist)
         self.remaining[job.request] -= 1
         if self.remaining[job.request] == 0:
             del self.full[job.request]
+            if self.measure.null_context:
+                done = self.distances.pop(job.request)
+                null = done.pop(NULL, None)
+                if null is None:
+                    raise ValueError(f"relevance {self.measure.name!r} needs a null context in every request")
+                for key, d in done.items():
+                    self._write(job.request, key, self.measure.contrast(d, null))
+
+    def _write(self, request: int, key: ContextKey, dist: torch.Tensor) -> None:
+        targets = self.requests[request].joint_rewards if key == JOINT else [key]
+        for k in targets:
+            self.q[request, k, : dist.shape[0]] = dist.float().cpu()
 
 
 @contextlib.contextmanager
@@ -587,6 +631,53 @@ def fp32_logits(model: Any) -> Iterator[None]:
         del head.forward  # back to the class's forward
 
 
+class _TokenLogProbHead:
+    """While active (``with``), the model's output layer returns (B, L, 1) fp32 log-probabilities of ``targets``
+    ((B, L) token ids set before each forward; None: token 0, for forwards whose output is dropped) instead of
+    (B, L, V) logits (``relevance.sampled_token_log_probs``). The layer keeps its module call (ZeRO-3 still gathers
+    its weight)."""
+
+    def __init__(self, model: Any, temperature: float, chunk_size: int, fp32: bool):
+        module = getattr(model, "module", model)
+        head = module.get_output_embeddings() if hasattr(module, "get_output_embeddings") else None
+        if not isinstance(head, torch.nn.Linear):
+            raise ValueError(f"sampled-token log-probs need a Linear output layer, got {type(head).__name__}")
+        self.head, self.temperature, self.chunk_size, self.fp32 = head, temperature, chunk_size, fp32
+        self.targets: torch.Tensor | None = None
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        targets = self.targets
+        if targets is None:
+            targets = torch.zeros(hidden.shape[:-1], dtype=torch.long, device=hidden.device)
+        if tuple(targets.shape) != tuple(hidden.shape[:-1]):
+            raise RuntimeError(f"targets {tuple(targets.shape)} for hidden states {tuple(hidden.shape)}")
+        lp = sampled_token_log_probs(
+            hidden,
+            self.head.weight,
+            self.head.bias,
+            targets.to(hidden.device),
+            self.temperature,
+            self.chunk_size,
+            self.fp32,
+        )
+        return lp.unsqueeze(-1)
+
+    def __enter__(self) -> _TokenLogProbHead:
+        self.head.forward = self.forward
+        return self
+
+    def __exit__(self, *exc) -> None:
+        del self.head.forward  # back to the class's forward
+
+
+def _targets(requests: Sequence[ReplayRequest], jobs: Sequence[_Job], keep: int) -> torch.Tensor:
+    """(B, keep) sampled token of each kept position: a row's last n_response positions predict its response."""
+    out = torch.zeros((len(jobs), keep), dtype=torch.long)
+    for r, job in enumerate(jobs):
+        out[r, keep - job.n_response :] = torch.tensor(list(requests[job.request].response_ids), dtype=torch.long)
+    return out
+
+
 @torch.no_grad()
 def replay_forwards(
     model: Any,
@@ -595,29 +686,46 @@ def replay_forwards(
     pad_token_id: int,
     device: torch.device,
     share_prefix: bool,
+    token_head: _TokenLogProbHead | None = None,
 ) -> Iterator[list[tuple[_Job, torch.Tensor]]]:
     """The replay's forwards in order: per forward, each row's (job, (n_response, V) response logits); a prefix
-    forward yields []. ``replay_relevance`` turns them into q (``benchmarks/q_precision.py`` reads them too)."""
+    forward yields []. ``replay_relevance`` turns them into q (``benchmarks/q_precision.py`` reads them too).
+    With ``token_head`` (active) each row's output is its (n_response,) sampled-token log-probs instead."""
+
+    def rows_of(batch: list[_Job], out: torch.Tensor, keep: int) -> list[tuple[_Job, torch.Tensor]]:
+        if token_head is not None:
+            out = out[..., 0]
+        return [(job, out[r, keep - job.n_response :]) for r, job in enumerate(batch)]
+
+    def aim(batch: list[_Job] | None, keep: int = 0) -> None:
+        if token_head is not None:
+            token_head.targets = None if batch is None else _targets(requests, batch, keep)
+
     if not share_prefix:
         jobs = list(_jobs(requests))
         for s in range(0, len(jobs), micro_batch_size):
             batch = jobs[s : s + micro_batch_size]
             keep = max(job.n_response for job in batch)
+            aim(batch, keep)
             logits = _response_logits(model, [job.ids for job in batch], keep, pad_token_id, device)
-            yield [(job, logits[r, keep - job.n_response :]) for r, job in enumerate(batch)]
+            yield rows_of(batch, logits, keep)
             del logits
+        aim(None)
         return
     for group, row_batches in _plan(requests, micro_batch_size):
         prefix = None
         if any(r.prefix for r in group):
+            aim(None)
             prefix = _prefix_cache(model, group, pad_token_id, device)
             yield []
         for rows in row_batches:
             keep = max(job.n_response for _, job in rows)
+            aim([job for _, job in rows], keep)
             logits = _branch_logits(model, group, rows, prefix, keep, pad_token_id, device)
-            yield [(job, logits[r, keep - job.n_response :]) for r, (_, job) in enumerate(rows)]
+            yield rows_of([job for _, job in rows], logits, keep)
             del logits
         del prefix
+    aim(None)
 
 
 @torch.no_grad()
@@ -635,6 +743,7 @@ def replay_relevance(
     share_prefix: bool = True,
     js_kernel: str = DEFAULT_JS_KERNEL,
     logits_fp32: bool = False,
+    relevance: str = DEFAULT_RELEVANCE,
 ) -> tuple[torch.Tensor, int]:
     """Relevance q of every requested (response, reward) pair.
 
@@ -658,10 +767,14 @@ def replay_relevance(
         share_prefix: False forces the unshared replay (every context forwarded whole).
         js_kernel: ``compiled`` or ``eager`` (``js_relevance``'s ``kernel``).
         logits_fp32: the output layer in fp32 (``fp32_logits``) for a bf16 model.
+        relevance: the measure (``core.relevance.RELEVANCE``). Its ``output`` decides what each forward returns:
+            ``distributions``, the response logits; ``token_log_probs``, only the sampled token's log-probability
+            (the output layer run a chunk of positions at a time, no (T, V) logits kept). A measure with a null
+            context needs ``null_context`` in every request (``request_from_text(..., null=...)``).
     Returns:
-        q: (B, K, T) float32 on CPU, T = longest response; q[i, k, t] is the JS distance at response
-        token t, 0 for pairs not replayed and beyond each response's end. A JOINT context's profile
-        is written to every index in its request's ``joint_rewards``.
+        q: (B, K, T) float32 on CPU, T = longest response; q[i, k, t] is the measure's q at response
+        token t (JS: the JS distance), 0 for pairs not replayed and beyond each response's end. A JOINT context's
+        profile is written to every index in its request's ``joint_rewards``.
         forwards: the number of forwards run.
     """
     if micro_batch_size < 1:
@@ -669,6 +782,11 @@ def replay_relevance(
     K = num_rewards if num_rewards is not None else 1 + max((k for r in requests for k in r.rewards), default=-1)
     T = max((len(r.response_ids) for r in requests), default=0)
     q = torch.zeros((len(requests), K, T), dtype=torch.float32)
+    measure = get_relevance(relevance)
+    if not measure.null_context:  # a null context only a contrasting measure reads is not replayed
+        requests = [replace(r, null_context=None) if r.null_context is not None else r for r in requests]
+    if measure.null_context and any(_contexts(r) and r.null_context is None for r in requests):
+        raise ValueError(f"relevance {relevance!r} contrasts with a null context: build the requests with null=...")
     device = torch.device(device) if device is not None else _model_device(model)
     if share_prefix and requests:
         reason = prefix_sharing_unsupported(model)
@@ -677,7 +795,8 @@ def replay_relevance(
             share_prefix = False
 
     jobs = list(_jobs(requests))
-    profiles = _Profiles(requests, jobs, q, temperature, chunk_size, js_kernel)
+    options = {"temperature": temperature, "chunk_size": chunk_size, "kernel": js_kernel}
+    profiles = _Profiles(requests, jobs, q, measure, options)
     total = count_forwards(requests, micro_batch_size, share_prefix)
     bar = None
     if progress:
@@ -693,8 +812,14 @@ def replay_relevance(
         if bar is not None:
             bar.update(1)
 
-    with fp32_logits(model) if logits_fp32 else contextlib.nullcontext():
-        for rows in replay_forwards(model, requests, micro_batch_size, pad_token_id, device, share_prefix):
+    token_head = None
+    if measure.output == TOKEN_LOG_PROBS:
+        head = token_head = _TokenLogProbHead(model, temperature, chunk_size, logits_fp32)
+    else:
+        assert measure.output == DISTRIBUTIONS
+        head = fp32_logits(model) if logits_fp32 else contextlib.nullcontext()
+    with head:
+        for rows in replay_forwards(model, requests, micro_batch_size, pad_token_id, device, share_prefix, token_head):
             step()
             for job, logits in rows:
                 profiles.add(job, logits)

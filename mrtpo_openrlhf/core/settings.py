@@ -16,6 +16,7 @@ DEFAULT_BETA = 0.5  # placement strength beta_max (paper: 0.5 on every task)
 DEFAULT_WARMUP_STEPS = 10  # beta ramps from 0 to beta_max over these steps (paper: N = 10)
 DEFAULT_CAP = 1.5  # chosen from the binding rates with SmolLM2's replay on the mini sets: docs/cap.md
 DEFAULT_PLACEMENT = "mrtpo"  # one of ``placements.PLACEMENTS``
+DEFAULT_RELEVANCE = "js"  # one of ``relevance.RELEVANCE``: how the replay turns two contexts into q
 REWARD_WEIGHTINGS = ("none", "saw")  # response-level reward weights stacked under the placement
 DEFAULT_REWARD_WEIGHTING = "none"
 # Fixed per-reward weights on GDPO's response level, ((name, w), ...): what verl's ``gdpo_reward_weights`` and TRL's
@@ -87,6 +88,7 @@ class MethodSettings:
     warmup_steps: int = DEFAULT_WARMUP_STEPS
     cap: float | None = DEFAULT_CAP
     placement: str = DEFAULT_PLACEMENT
+    relevance: str = DEFAULT_RELEVANCE
     reward_weighting: str = DEFAULT_REWARD_WEIGHTING
     reward_weights: tuple[tuple[str, float], ...] = DEFAULT_REWARD_WEIGHTS
     eps: float = DEFAULT_EPS

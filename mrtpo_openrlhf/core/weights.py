@@ -110,6 +110,7 @@ def uniform_weights(a, q, valid, beta, generator):
     PER_REWARD,
     "each response's weights permuted over its tokens (same values, wrong places)",
     arm="mrtpo-shuffle",  # same weights, shuffled within the response
+    claim="Shuffling the weights within the response removes the gain (MRTPO > shuffle)",
 )
 def shuffled_weights(a, q, valid, beta, generator):
     return _shuffle_within_rows(per_reward_weights(a, q, valid, beta, generator), valid, generator)
@@ -120,6 +121,7 @@ def shuffled_weights(a, q, valid, beta, generator):
     JOINT_REPLAY,
     "one replay without any block, one profile shared by every replayed reward",
     arm="mrtpo-joint",  # one shared profile for every reward
+    claim="One shared profile (joint) is weaker than per-reward placement (MRTPO > joint)",
 )
 def joint_weights(a, q, valid, beta, generator):
     """q: (B, T), applied to every reward, or (B, K, T) whose non-zero rows all hold the one shared profile."""

@@ -18,7 +18,8 @@ from typing import Any, Sequence
 
 import torch
 
-from mrtpo_openrlhf.core import chat_suffix_text, replay_relevance, request_from_text
+from mrtpo_openrlhf.core import DEFAULT_RELEVANCE, chat_suffix_text, get_relevance, replay_relevance, request_from_text
+from mrtpo_openrlhf.core.null_block import NULL_APPENDED, NULL_INLINE, NULL_TEXT, NullBlock, with_null_blocks
 from mrtpo_openrlhf.core.settings import DEFAULT_BLOCK_SEPARATOR, DEFAULT_CHUNK_SIZE, DEFAULT_REPLAY_MICRO_BATCH_SIZE
 from mrtpo_openrlhf.data.jsonl import DatasetError, read_jsonl, write_jsonl
 from mrtpo_openrlhf.paths import display_path
@@ -30,10 +31,8 @@ from .spans import locate_spans, spans_to_token_mask, token_char_offsets
 from .stats import interval, null_control, null_stats, pair_stats, reward_group, summarize
 
 BLOCK_SEPARATOR = DEFAULT_BLOCK_SEPARATOR  # the training default (--algo.mrtpo.block_separator)
-# The null block: a neutral sentence no reward reads (no constraint, no format, no tag), replayed like one more
-# reward on every response; ``--null ''`` switches it off.
-NULL_TEXT = "The old museum in the town centre opens at nine in the morning."
-NULL_INLINE, NULL_APPENDED = "null:inline", "null:appended"  # removed like an inline / an appended block
+# The null block (one home: ``core.null_block``, the task's ``null_block``): a neutral sentence no reward reads,
+# replayed like one more reward on every response (``with_null_blocks``); ``--null ''`` switches it off.
 
 
 class DiagnoseError(ValueError):
@@ -234,47 +233,6 @@ def constraint_specs(task: str, label: Any, n_rewards: int) -> list[tuple[str, d
     return specs(label, n_rewards) if specs is not None else [None] * n_rewards
 
 
-# ------------------------------------------------------------------------------------------- null block
-def with_null_blocks(
-    prompt: str,
-    suffix: str,
-    blocks: Sequence[str],
-    spans: Sequence[Sequence[int] | None] | None,
-    null_text: str = NULL_TEXT,
-) -> tuple[str, list[str], list[list[int] | None], dict[str, int]]:
-    """The replay inputs of one response with the null block(s) added, removed the same way as a verifier block.
-
-    Blocks in the prompt (a recorded span; without spans, where the text first occurs, as ``core.context_texts``
-    then cuts) get an inline null: ``null_text + " "`` inserted just before the first of them (among the
-    constraints), its span on ``null_text`` alone, so cutting it leaves the same stray space a cut constraint
-    leaves. Appended blocks (span None) get an appended null: one more block added, after the separator, at the end
-    of the user message. Each null is there only where a non-empty block of its kind is.
-
-    Returns (prompt, blocks + nulls, spans + the nulls' spans, {null name: its block index}).
-    """
-    head = prompt[: len(prompt) - len(suffix)] if suffix and prompt.endswith(suffix) else prompt
-    if spans is None:
-        spans = [[head.find(b), head.find(b) + len(b)] if b and b in head else None for b in blocks]
-    new_spans = [None if sp is None else [int(sp[0]), int(sp[1])] for sp in spans]
-    new_blocks = list(blocks)
-    live = [k for k, b in enumerate(blocks) if b]
-    inline = [k for k in live if new_spans[k] is not None]
-    nulls: dict[str, int] = {}
-    if null_text and inline:
-        at = min(new_spans[k][0] for k in inline)
-        insert = null_text + " "
-        prompt = prompt[:at] + insert + prompt[at:]
-        new_spans = [sp if sp is None or sp[0] < at else [sp[0] + len(insert), sp[1] + len(insert)] for sp in new_spans]
-        nulls[NULL_INLINE] = len(new_blocks)
-        new_blocks.append(null_text)
-        new_spans.append([at, at + len(null_text)])
-    if null_text and any(new_spans[k] is None for k in live):
-        nulls[NULL_APPENDED] = len(new_blocks)
-        new_blocks.append(null_text)
-        new_spans.append(None)
-    return prompt, new_blocks, new_spans, nulls
-
-
 # ------------------------------------------------------------------------------------------- pipeline
 def replay_samples(
     model: Any,
@@ -285,8 +243,12 @@ def replay_samples(
     temperature: float,
     micro_batch_size: int,
     chunk_size: int,
+    relevance: str = DEFAULT_RELEVANCE,
+    contrast_null: NullBlock | None = None,
 ) -> tuple[dict[int, torch.Tensor], dict[int, Any], dict[int, dict], dict[int, list]]:
-    """Replay every response that has a reward with a verifier block, the null block(s) in its contexts.
+    """Replay every response that has a reward with a verifier block, the null block(s) in its contexts, under the
+    relevance measure ``relevance`` (the null rows too); a measure that contrasts with the null context gets
+    ``contrast_null`` (the task's null block) added to each response's ``full`` as its extra context.
 
     Returns, by response index: q ``[num_rewards + 2, T]`` (the rewards', then the nulls' rows), its replay
     request, its nulls ({null name: row}) and its blocks' spans in the prompt (None: appended).
@@ -302,7 +264,14 @@ def replay_samples(
             )
             requests.append(
                 request_from_text(
-                    tokenizer, prompt, blocks, s.response_ids, ks + list(nulls.values()), BLOCK_SEPARATOR, spans=spans
+                    tokenizer,
+                    prompt,
+                    blocks,
+                    s.response_ids,
+                    ks + list(nulls.values()),
+                    BLOCK_SEPARATOR,
+                    spans=spans,
+                    null=contrast_null,
                 )
             )
             rows.append(i)
@@ -319,6 +288,7 @@ def replay_samples(
             chunk_size=chunk_size,
             pad_token_id=pad,
             progress=True,
+            relevance=relevance,
         )
         q_by_row = {i: q[r, :, : len(samples[i].response_ids)] for r, i in enumerate(rows)}
     return q_by_row, dict(zip(rows, requests)), nulls_of, null_spans
@@ -431,9 +401,12 @@ def diagnose(
     micro_batch_size: int = DEFAULT_REPLAY_MICRO_BATCH_SIZE,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     null_text: str = NULL_TEXT,
+    relevance: str = DEFAULT_RELEVANCE,
 ) -> tuple[list[dict], list[dict], dict]:
     """Score and replay ``samples``, with the null block(s) of ``with_null_blocks`` (none if ``null_text`` is
-    empty) in every replayed response's contexts.
+    empty) in every replayed response's contexts, q by the relevance measure ``relevance`` (its heatmap and
+    statistics; the null's rows by the same measure, beside each reward's). A measure with a null context takes the
+    task's null block (``Task.null_block``, its text ``null_text``).
 
     Returns (records, responses, summary): one record per (response, reward) pair and one per (response, null)
     (the relevance.jsonl rows; a null's has ``"null": true``), the per-response view the page renders, and
@@ -447,7 +420,15 @@ def diagnose(
         text = tokenizer.decode(s.response_ids, skip_special_tokens=False)
         texts.append(text)
         vectors.append(score(task, s.prompt, text, s.label))
-    replay = replay_samples(model, tokenizer, samples, vectors, null_text, temperature, micro_batch_size, chunk_size)
+    contrast_null = None
+    if get_relevance(relevance).null_context:
+        if not null_text:
+            raise DiagnoseError(f"--relevance {relevance} contrasts with the null block: give it a text (--null)")
+        contrast_null = NullBlock(null_text, get_task(task).null_position)
+    replay = replay_samples(
+        model, tokenizer, samples, vectors, null_text, temperature, micro_batch_size, chunk_size, relevance,
+        contrast_null,
+    )  # fmt: skip
     records, responses = [], []
     for i, (s, vec, text) in enumerate(zip(samples, vectors, texts)):
         recs, view = response_records(tokenizer, task, i, s, vec, text, replay, null_text)
@@ -482,7 +463,8 @@ def run(
     temperature: float = 1.0,
     seed: int = 0,
     micro_batch_size: int = 4,
-    null_text: str = NULL_TEXT,
+    null_text: str | None = None,
+    relevance: str = DEFAULT_RELEVANCE,
 ) -> dict[str, Path]:
     """Everything ``python -m mrtpo_openrlhf.diagnose`` does; returns the written paths."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -504,6 +486,9 @@ def run(
         task = infer_task(load_rows(Path(responses).expanduser(), 1, need=("prompt", "response", "label"))[0]["label"])
     elif task not in TASKS:
         raise DiagnoseError(f"--task {task!r}: choose from {', '.join(sorted(TASKS))}")
+    if null_text is None:  # the task's null block (Task.null_text; the shared sentence by default)
+        null_text = get_task(task).null_block().text
+    get_relevance(relevance)
     model_path = resolve_model(model)
     t0 = time.time()
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
@@ -517,7 +502,7 @@ def run(
         source = display_path(data_path)
     replay_temperature = temperature if temperature > 0 else 1.0
     records, views, summary = diagnose(
-        lm, tokenizer, task, samples, replay_temperature, micro_batch_size, null_text=null_text
+        lm, tokenizer, task, samples, replay_temperature, micro_batch_size, null_text=null_text, relevance=relevance
     )
     run_info = {
         "model": model if model == "smollm2" else display_path(model_path),
@@ -527,6 +512,7 @@ def run(
         "pairs replayed": f"{summary['pairs_replayed']}/{summary['pairs_total']}",
         "temperature": temperature,
         "null block": null_text or "off",
+        **({"relevance": relevance} if relevance != DEFAULT_RELEVANCE else {}),  # js: the pages as they were
         "seconds": round(time.time() - t0, 1),
     }
     return write_outputs(Path(out).expanduser(), records, views, summary, run_info)

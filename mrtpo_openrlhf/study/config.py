@@ -6,7 +6,7 @@
     task = "instruction"
     data = "mrtpo_openrlhf/data/instructions/study_train.jsonl"   # relative to the repo root, or absolute
     model = "smollm2"
-    arms = ["grpo", "gdpo", "mrtpo", "mrtpo-shuffle", "mrtpo-joint"]   # ARMS: the placements' arms too
+    arms = ["grpo", "gdpo", "mrtpo", "mrtpo-shuffle", "mrtpo-joint"]   # ARMS: the placements' and measures' too
     seeds = [1, 2, 3]
     steps = 16
     prompts_per_step = 4            # these five: default RUN_SETTINGS[backend] (core/settings.py); max_new_tokens
@@ -49,6 +49,7 @@ from typing import Any
 import tomllib
 
 from mrtpo_openrlhf.core.placements import placement_arms
+from mrtpo_openrlhf.core.relevance import relevance_arms
 from mrtpo_openrlhf.core.settings import (
     DEFAULT_BETA,
     DEFAULT_PLACEMENT,
@@ -64,13 +65,16 @@ from .stats import AUC_RULES, STEPS_TO_RULES
 
 @dataclass(frozen=True)
 class Arm:
-    """One arm of the study: an advantage estimator and, for MRTPO, where its advantages are placed."""
+    """One arm of the study: an advantage estimator and, for MRTPO, where its advantages are placed (a placement
+    mode) over which relevance measure (None: the default measure, no flag)."""
 
     estimator: str  # upstream --algo.advantage.estimator
     placement: str | None = None  # --algo.mrtpo.placement (mrtpo arms only)
+    relevance: str | None = None  # --algo.mrtpo.relevance (mrtpo arms only; None: DEFAULT_RELEVANCE)
 
     def flags(self) -> list[str]:
-        return ["--algo.mrtpo.placement", self.placement] if self.placement else []
+        placement = ["--algo.mrtpo.placement", self.placement] if self.placement else []
+        return placement + (["--algo.mrtpo.relevance", self.relevance] if self.relevance else [])
 
 
 BASELINE_ARMS: dict[str, Arm] = {"grpo": Arm("group_norm"), "gdpo": Arm("gdpo")}
@@ -78,8 +82,18 @@ PLACEMENT_ESTIMATOR = "mrtpo"  # the estimator that reads --algo.mrtpo.placement
 
 
 def study_arms() -> dict[str, Arm]:
-    """The baselines, then one ``mrtpo`` arm per registered placement that declares one (``core.placements``)."""
-    return {**BASELINE_ARMS, **{arm: Arm(PLACEMENT_ESTIMATOR, mode) for arm, mode in placement_arms().items()}}
+    """The baselines, then one ``mrtpo`` arm per registered placement that declares one (``core.placements``, over
+    the default measure), then one per registered relevance measure that declares one (``core.relevance``, under the
+    default placement): a run is a placement x a measure. An arm name taken twice is refused."""
+    arms = dict(BASELINE_ARMS)
+    placed = {arm: Arm(PLACEMENT_ESTIMATOR, mode) for arm, mode in placement_arms().items()}
+    measured = {arm: Arm(PLACEMENT_ESTIMATOR, DEFAULT_PLACEMENT, name) for arm, name in relevance_arms().items()}
+    for extra in (placed, measured):
+        taken = sorted(set(arms) & set(extra))
+        if taken:
+            raise ValueError(f"study arm(s) {taken} declared twice (a baseline, a placement or a relevance measure)")
+        arms.update(extra)
+    return arms
 
 
 class _Arms(Mapping):
@@ -106,6 +120,12 @@ def method_arm() -> str:
 def ablation_arms() -> list[str]:
     """The arms of the other placements that have one, in registration order (``mrtpo-shuffle``, ``mrtpo-joint``)."""
     return [arm for arm, mode in placement_arms().items() if mode != DEFAULT_PLACEMENT]
+
+
+def measure_arms() -> list[str]:
+    """The arms of the other relevance measures that have one, in registration order (``mrtpo-loggap``,
+    ``mrtpo-contrast``): the method's placement over another measure."""
+    return list(relevance_arms())
 
 
 BACKENDS = ("cpu", "gpu")

@@ -4,7 +4,9 @@ For each arm's final model of one seed (and the base model, arm ``base``), sampl
 (response, reward) pair with the diagnostics (``python -m mrtpo_openrlhf.diagnose``) and keep the small outputs
 (``summary.json``: tokens for 80% of the distance, top-20% share, span ratios; ``probe.json``: per-reward pass
 rates of the checkpoint) in ``<results>/localization/<arm>-seed<k>/``, where the report reads them. The heatmap
-page (``index.html``) and the replay records stay in the study folder beside the checkpoint.
+page (``index.html``) and the replay records stay in the study folder beside the checkpoint. Each relevance measure
+asked for (``core.relevance``; the default ``js`` in the folder itself, another in ``<label>/<measure>/``) gets its
+own page and statistics on the same samples, the null block's beside each reward's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..core.settings import DEFAULT_RELEVANCE
 from .config import StudyConfig
 
 BASE = "base"  # the arm name of the untrained model
@@ -59,8 +62,10 @@ def localize(
     samples: int = 4,
     sample_seed: int = 7,
     backend: str = "auto",
+    relevance: Sequence[str] = (DEFAULT_RELEVANCE,),
 ) -> list[dict[str, Any]]:
-    """Diagnose each arm's checkpoint; returns one {"label", "out", "summary"} per arm."""
+    """Diagnose each arm's checkpoint under each measure; returns one {"label", "relevance", "out", "summary"} per
+    arm and measure."""
     import json
 
     from mrtpo_openrlhf.diagnostics.runner import run as run_diagnose
@@ -87,24 +92,30 @@ def localize(
             out / "samples.jsonl",
         )
         write(result, out / "probe.json")
-        paths = run_diagnose(
-            model,
-            None,
-            str(out),
-            responses=str(out / "samples.jsonl"),
-            task=cfg.task,
-            temperature=cfg.temperature,
-        )
-        record_code(paths["summary"], study_dir, arm, seed, model)
-        if results is not None:
-            dst = results / "localization" / name
-            dst.mkdir(parents=True, exist_ok=True)
-            for small in SMALL_OUTPUTS:
-                shutil.copy2(out / small, dst / small)
-            shot = screenshot(paths["html"], dst / HEATMAP)
-            print(f"[study]   {name}: {shot}", flush=True)
-        done.append({"label": name, "out": out, "summary": json.loads(paths["summary"].read_text())})
-        print(f"[study]   {name}: heatmap page {paths['html']}", flush=True)
+        for measure in relevance:
+            where = out if measure == DEFAULT_RELEVANCE else out / measure
+            paths = run_diagnose(
+                model,
+                None,
+                str(where),
+                responses=str(out / "samples.jsonl"),
+                task=cfg.task,
+                temperature=cfg.temperature,
+                relevance=measure,
+            )
+            record_code(paths["summary"], study_dir, arm, seed, model)
+            if results is not None:
+                dst = results / "localization" / name
+                dst = dst if measure == DEFAULT_RELEVANCE else dst / measure
+                dst.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(paths["summary"], dst / "summary.json")
+                if measure == DEFAULT_RELEVANCE:
+                    shutil.copy2(out / "probe.json", dst / "probe.json")
+                shot = screenshot(paths["html"], dst / HEATMAP)
+                print(f"[study]   {name} ({measure}): {shot}", flush=True)
+            summary = json.loads(paths["summary"].read_text())
+            done.append({"label": name, "relevance": measure, "out": where, "summary": summary})
+            print(f"[study]   {name} ({measure}): heatmap page {paths['html']}", flush=True)
     return done
 
 

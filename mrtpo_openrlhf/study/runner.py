@@ -125,7 +125,12 @@ def gpu_command(cfg: StudyConfig, arm: str, seed: int, out: Path) -> tuple[list[
     script = REPO_ROOT / "examples" / "scripts" / script_name
     # The placement settings only where the estimator reads them (the CLI warns about flags without effect).
     method = (
-        {"PLACEMENT": spec.placement or DEFAULT_PLACEMENT, "BETA": str(cfg.beta), "WARMUP": str(cfg.warmup_steps)}
+        {
+            "PLACEMENT": spec.placement or DEFAULT_PLACEMENT,
+            **({"RELEVANCE": spec.relevance} if spec.relevance else {}),
+            "BETA": str(cfg.beta),
+            "WARMUP": str(cfg.warmup_steps),
+        }
         if "placement" in getattr(ADVANTAGE_ESTIMATORS.get(spec.estimator), "reads", ())
         else {}
     )
@@ -149,6 +154,7 @@ def gpu_command(cfg: StudyConfig, arm: str, seed: int, out: Path) -> tuple[list[
         str(cfg.steps * cfg.prompts_per_step),
         "--rollout.temperature",
         str(cfg.temperature),
+        *(["--algo.mrtpo.relevance", spec.relevance] if spec.relevance else []),  # whatever the script reads
         *cfg.extra_args,
     ]
     return ["bash", str(script), *args], env
@@ -332,6 +338,7 @@ def _write_run_files(cfg, arm, seed, out: Path, data, base, command: list[str], 
                 "seed": seed,
                 "estimator": ARMS[arm].estimator,
                 "placement": ARMS[arm].placement,
+                **({"relevance": ARMS[arm].relevance} if ARMS[arm].relevance else {}),
                 "data": str(data or cfg.data_path()),
                 "base_model": base,
             },

@@ -155,6 +155,9 @@ class Task:
     constraint_specs: function ``(label, n_rewards) -> [(constraint id, kwargs) | None]`` (``target`` spans).
     example_responses: function ``(row) -> [response, ...]``, a right and a wrong one (benchmarks/rewards.py).
     gpu_script: ``examples/scripts/`` script with the paper-scale settings (the study's GPU backend).
+    gpu_model / gpu_max_new_tokens: the paper setting's model and ``--rollout.max_new_tokens`` (``train.sh``'s GPU
+        defaults; None: MODEL / MAX_NEW_TOKENS must be given). make_data: the command that makes its training rows
+        (said when DATA is missing).
     command: function ``(argv) -> exit status``: the task's command line (converter, row check), run as
         ``python -m mrtpo_openrlhf.cli.task <name> ...``.
     label_parser: function ``(label) -> parsed`` the reward's scorer opens each label with (ValueError: bad label);
@@ -164,6 +167,9 @@ class Task:
     env_vars: the environment variables its reward and verifier read (limits, a data root); the launcher forwards
         them to every Ray worker (``rewards/env.py``), since rewards run wherever Ray placed the vLLM engines.
     path_env_vars: those of ``env_vars`` that hold paths: made absolute before they are forwarded.
+    null_position / null_text: its null block (``core.null_block``; ``null_block()``): the diagnostics' null control
+        and the ``js-contrast`` relevance's extra context. Position ``inline`` or ``appended``: where most of its
+        verifier blocks sit; text None: the shared neutral sentence (``core.null_block.NULL_TEXT``).
     """
 
     name: str
@@ -181,11 +187,22 @@ class Task:
     constraint_specs: str | None = None
     example_responses: str | None = None
     gpu_script: str | None = None
+    gpu_model: str | None = None
+    gpu_max_new_tokens: int | None = None
+    make_data: str | None = None
     command: str | None = None
     label_parser: str = "parse_label"
     unearnable: str | None = None
     env_vars: tuple[str, ...] = ()
     path_env_vars: tuple[str, ...] = ()
+    null_position: Literal["inline", "appended"] = "inline"
+    null_text: str | None = None
+
+    def null_block(self) -> Any:
+        """The task's ``core.null_block.NullBlock`` (imported here: the registry itself stays torch-free)."""
+        from ..core.null_block import NULL_TEXT, NullBlock
+
+        return NullBlock(NULL_TEXT if self.null_text is None else self.null_text, self.null_position)
 
     def module(self) -> Any:
         return importlib.import_module(self.reward_module)
@@ -234,6 +251,8 @@ def register(task: Task) -> Task:
         raise ValueError(f"task {task.name!r} is already registered")
     if not task.label_keys:
         raise ValueError(f"task {task.name!r}: label_keys must name at least one label field")
+    if task.null_position not in ("inline", "appended"):
+        raise ValueError(f"task {task.name!r}: null_position {task.null_position!r}: choose inline or appended")
     stray = sorted(set(task.path_env_vars) - set(task.env_vars))
     if stray:
         raise ValueError(f"task {task.name!r}: path_env_vars {stray} are not among its env_vars")

@@ -14,6 +14,7 @@ def make_args(
     weighting="none",
     temperature=0.9,
     reward_weights=(),
+    relevance="js",
 ):
     return SimpleNamespace(
         algo=SimpleNamespace(
@@ -26,6 +27,7 @@ def make_args(
                 warmup_steps=warmup,
                 cap=cap,
                 placement=placement,
+                relevance=relevance,
                 reward_weighting=weighting,
                 reward_weights=reward_weights,
                 eps=1e-4,

@@ -94,6 +94,15 @@ def test_bad_combinations_rejected_with_clear_message(monkeypatch, capsys, extra
     assert message in capsys.readouterr().err
 
 
+def test_relevance_is_an_mrtpo_flag():
+    ns = argparse.Namespace(
+        **{"algo.advantage.estimator": "gdpo", "rollout.n_samples_per_prompt": 4, "reward.remote_url": "r.py"},
+        **{"algo.mrtpo.relevance": "loggap"},
+    )
+    with pytest.raises(ValueError, match="--algo.mrtpo.relevance applies to --algo.advantage.estimator mrtpo only"):
+        validate(ns)
+
+
 def test_validate_without_parser_raises_value_error():
     ns = argparse.Namespace(**{"algo.advantage.estimator": "gdpo", "rollout.n_samples_per_prompt": 1})
     with pytest.raises(ValueError, match="n_samples_per_prompt"):
@@ -142,6 +151,12 @@ def test_defaults_and_choices_come_from_the_core(monkeypatch):
     for mode, entry in PLACEMENTS.items():  # each mode's help text is in the flag's help
         assert f"{mode}: {entry.help}" in by_dest["algo.mrtpo.placement"].help
     assert list(by_dest["algo.mrtpo.js_kernel"].choices) == list(settings.JS_KERNELS)
+    from mrtpo_openrlhf.core import RELEVANCE
+
+    assert list(by_dest["algo.mrtpo.relevance"].choices) == ["js", "loggap", "js-contrast"] == list(RELEVANCE)
+    assert d["algo.mrtpo.relevance"] == settings.DEFAULT_RELEVANCE == "js"
+    for name, entry in RELEVANCE.items():
+        assert f"{name}: {entry.help}" in by_dest["algo.mrtpo.relevance"].help
     assert set(ADVANTAGE_ESTIMATORS) <= set(by_dest["algo.advantage.estimator"].choices)
 
 
@@ -211,3 +226,15 @@ def test_bad_reward_weights_name_the_flag(monkeypatch, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--algo.mrtpo.reward_weights" in err and "format: weight must be a finite number >= 0" in err
+
+
+def test_relevance_flag_parses_any_placement_over_any_measure(monkeypatch, capsys):
+    mrtpo = ["--algo.advantage.estimator", "mrtpo", "--algo.kl.use_loss"]
+    for placement in ("mrtpo", "joint"):
+        for measure in ("loggap", "js-contrast"):
+            extra = ["--algo.mrtpo.placement", placement, "--algo.mrtpo.relevance", measure]
+            d = vars(parse_upstream(BASE + mrtpo + extra, monkeypatch))
+            assert (d["algo.mrtpo.placement"], d["algo.mrtpo.relevance"]) == (placement, measure)
+    with pytest.raises(SystemExit):
+        parse_upstream(BASE + mrtpo + ["--algo.mrtpo.relevance", "kl"], monkeypatch)
+    assert "invalid choice" in capsys.readouterr().err

@@ -727,3 +727,51 @@ def test_the_run_keeps_a_few_replayed_rows_for_its_credit_page(tiny_llama, char_
     page = run_page.render(tmp_path / run_page.SAMPLES_FILE, tmp_path / run_page.PAGE_FILE)
     text = page.read_text()
     assert text.count('class="card"') == len(rows) and "token advantage this reward placed" in text
+
+
+@pytest.mark.parametrize("measure", ["loggap", "js-contrast"])
+def test_each_relevance_measure_through_the_experience_maker(
+    measure, monkeypatch, tmp_path, tiny_llama, char_tokenizer
+):
+    """``--algo.mrtpo.relevance`` reaches every rank's replay; the q the ranks return equals the measure's fp64 loop
+    over tokens (tests/naive_relevance.py) and the token advantages the naive loops' on it. js-contrast's requests
+    carry the null context of the task whose reward file the run uses (SQL's: appended); loggap's carry none."""
+    import naive_reference as ref
+    import naive_relevance as naive
+
+    from mrtpo_openrlhf.paths import REPO_ROOT
+    from mrtpo_openrlhf.tasks import TASKS
+
+    args = make_args(beta=0.5, cap=2.0, relevance=measure)
+    args.reward.remote_url = str(REPO_ROOT / "reward_funcs" / "sql.py")
+    samples = rollout(0)
+    m = maker(args, tiny_llama, char_tokenizer)
+    monkeypatch.setenv(em.DUMP_ENV, str(tmp_path))
+    out = m.compute_advantages_and_returns(micro_batches(samples, 3, 0))
+    dumped = torch.load(tmp_path / "step3.pt", weights_only=False)["rows"]
+    ((_, kwargs),) = m.actor_model_group.calls
+    assert kwargs["relevance"] == [measure, measure]
+    sent = [r for rank in kwargs["requests"] for r in rank]
+    null = TASKS["sql"].null_block() if measure == "js-contrast" else None
+    assert sent and all((r.null_context is not None) == (null is not None) for r in sent)
+
+    model64 = naive.fp64_model(tiny_llama)
+    R, blocks = rewards_in_order(samples)
+    A = ref.group_advantages(R.tolist(), 4)
+    rows = []
+    for i, s in enumerate(samples):
+        _, resp, _ = response_span(s.sequences[0], s.attention_mask[0], s.action_mask[0])
+        ks = [k for k in range(R.shape[1]) if A[i][k] != 0 and blocks[i][k]]
+        req = request_from_text(char_tokenizer, s.prompts[0], blocks[i], resp, ks, "\n", null=null)
+        q = [[0.0] * len(resp) for _ in range(R.shape[1])]
+        for k in req.minus_contexts:
+            q[k] = naive.q(model64, req, k, measure, tau=0.9)
+            assert torch.allclose(dumped[i]["q"][k].double(), torch.tensor(q[k], dtype=torch.float64), atol=2e-6)
+        rows.append(ref.capped_token_advantages(A[i], q, 0.5, 2.0))
+    expected = ref.batch_step(rows, [sum(a) for a in A])
+    # q / mean(q) magnifies q's last bits where the floored contrast leaves a few small values: 1e-3 there
+    atol = 1e-3 if measure == "js-contrast" else 1e-4
+    for e in out:
+        for row, g in enumerate(e.index):
+            valid = e.action_mask[row].bool()
+            assert torch.allclose(e.advantages[row][valid], torch.tensor(expected[g]), atol=atol), g

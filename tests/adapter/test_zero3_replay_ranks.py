@@ -13,9 +13,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 WORKER = Path(__file__).with_name("zero3_replay_worker.py")
 
 
-def two_ranks(pad: bool, limit: float):
+def two_ranks(pad: bool, limit: float, extra: tuple = ()):
     """Start both ranks; returns (finished, outputs, return codes). Both are killed once ``limit`` seconds pass."""
-    procs = gloo_ranks.start(WORKER, 2, args=["--pad"] if pad else [])
+    procs = gloo_ranks.start(WORKER, 2, args=(["--pad"] if pad else []) + list(extra))
     deadline = time.time() + limit
     while time.time() < deadline and any(p.poll() is None for p in procs):
         time.sleep(0.5)
@@ -37,3 +37,30 @@ def test_uneven_replay_completes_with_padding_and_hangs_without():
     assert not finished or codes != [0, 0], "without the padding the uneven replay should not complete:\n" + "\n".join(
         o[-1000:] for o in outputs
     )
+
+
+def test_each_relevance_measure_on_two_uneven_ranks_matches_the_fp64_loop():
+    """Every measure's q from the sharded two-rank replay (all the work on rank 0, null contexts included) equals
+    the fp64 loop over tokens on the same weights, unsharded."""
+    import naive_relevance as naive
+    import torch
+    import zero3_replay_worker as worker
+    from transformers import LlamaForCausalLM
+
+    from mrtpo_openrlhf.core import RELEVANCE
+
+    finished, outputs, codes = two_ranks(pad=True, limit=240, extra=("--measures",))
+    assert finished and codes == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    rank0, rank1 = gloo_ranks.rows(outputs)
+    torch.manual_seed(0)
+    model64 = naive.fp64_model(LlamaForCausalLM(worker.model_config()))
+    reqs = worker.requests_for(0, null=True)
+    for name in RELEVANCE:
+        assert rank0["forwards"][name] == rank1["forwards"][name] > 0
+        assert not any(x for row in rank1["q"][name] for ks in row for x in ks)
+        q = torch.tensor(rank0["q"][name], dtype=torch.float64)
+        for i, req in enumerate(reqs):
+            n = len(req.response_ids)
+            for k in (0, 1):
+                ref = torch.tensor(naive.q(model64, req, k, name), dtype=torch.float64)
+                assert torch.allclose(q[i, k, :n], ref, atol=2e-6, rtol=1e-4), (name, i, k)

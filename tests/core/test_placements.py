@@ -89,7 +89,9 @@ def test_toy_mode_reaches_the_study_and_the_step(toy_mode, tmp_path):
     from mrtpo_openrlhf.core import MethodSettings
     from mrtpo_openrlhf.study.config import ARMS, Arm, parse_config
 
-    assert list(ARMS) == ["grpo", "gdpo", "mrtpo", "mrtpo-shuffle", "mrtpo-joint", TOY_ARM]
+    assert list(ARMS) == [
+        "grpo", "gdpo", "mrtpo", "mrtpo-shuffle", "mrtpo-joint", TOY_ARM, "mrtpo-loggap", "mrtpo-contrast"
+    ]  # fmt: skip
     assert ARMS[TOY_ARM] == Arm("mrtpo", TOY) and ARMS[TOY_ARM].flags() == ["--algo.mrtpo.placement", TOY]
     data = tmp_path / "rows.jsonl"
     data.write_text("{}\n")
@@ -113,7 +115,9 @@ def test_toy_mode_reaches_the_report(toy_mode, tmp_path, monkeypatch):
     ]
     assert ("mrtpo", TOY_ARM) in plan.exploratory_comparisons()
     assert (TOY_ARM, "gdpo") in plan.exploratory_comparisons()
-    assert runs.replaying_arms() == ["mrtpo", "mrtpo-shuffle", "mrtpo-joint", TOY_ARM]
+    assert runs.replaying_arms() == [
+        "mrtpo", "mrtpo-shuffle", "mrtpo-joint", TOY_ARM, "mrtpo-loggap", "mrtpo-contrast"
+    ]  # fmt: skip
 
     monkeypatch.setitem(fixtures.SLOPES, TOY_ARM, 0.01)  # the toy arm learns slowest
     src = fixtures.make_study(tmp_path / "study", arms=["grpo", "gdpo", "mrtpo", TOY_ARM])

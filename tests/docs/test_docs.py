@@ -57,6 +57,7 @@ GPU_VARS = {"MODEL", "DATA", "RAY_JOB_ADDRESS", "SMOKE", "NUM_GPUS", "NUM_NODES"
 # Flags of other programs that the docs name on their own, with the program.
 EXTERNAL_FLAGS = {
     "--no-build-isolation": "pip",
+    "--no-deps": "pip install --no-deps",
     "--dry-run": "pip install --dry-run / study run --dry-run",
     "--runtime-env-json": "ray job submit",
     "--fix": "ruff check --fix",

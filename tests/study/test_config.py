@@ -84,3 +84,25 @@ def test_missing_and_malformed_files(tmp_path):
     missing.write_text('[study]\nname = "x"\n')
     with pytest.raises(ConfigError, match="missing key"):
         load_config(missing)
+
+
+def test_a_run_is_a_placement_over_a_measure():
+    """The measures' arms: the default placement over loggap / js-contrast; the placement arms stay on the default
+    measure (their flags, and so the committed studies' commands, unchanged)."""
+    from mrtpo_openrlhf.study.config import Arm, measure_arms
+    from mrtpo_openrlhf.study.runner import cpu_flags, gpu_command
+
+    assert ARMS["mrtpo-loggap"] == Arm("mrtpo", "mrtpo", "loggap")
+    assert ARMS["mrtpo-contrast"] == Arm("mrtpo", "mrtpo", "js-contrast")
+    assert measure_arms() == ["mrtpo-loggap", "mrtpo-contrast"]
+    assert ARMS["mrtpo-loggap"].flags() == ["--algo.mrtpo.placement", "mrtpo", "--algo.mrtpo.relevance", "loggap"]
+    assert ARMS["mrtpo-shuffle"].flags() == ["--algo.mrtpo.placement", "shuffle"]
+    assert ARMS["mrtpo"].flags() == ["--algo.mrtpo.placement", "mrtpo"] and ARMS["gdpo"].flags() == []
+    cfg = parse_config(
+        {"name": "s", "task": "sql", "data": "x.jsonl", "arms": ["mrtpo-contrast"], "seeds": [1], "steps": 2}
+    )
+    flags = cpu_flags(cfg, "mrtpo-contrast", 1, Path("out"), Path("model"))
+    assert flags[flags.index("--algo.mrtpo.relevance") + 1] == "js-contrast"
+    command, env = gpu_command(cfg, "mrtpo-contrast", 1, Path("out"))
+    assert env["RELEVANCE"] == "js-contrast" and command[command.index("--algo.mrtpo.relevance") + 1] == "js-contrast"
+    assert "RELEVANCE" not in gpu_command(cfg, "mrtpo", 1, Path("out"))[1]

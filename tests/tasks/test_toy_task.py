@@ -196,3 +196,136 @@ def test_prompt_builder_and_bad_entries(toy):
         tasks.register(toy)
     with pytest.raises(ValueError, match=re.escape("unknown task 'chess'")):
         tasks.get_task("chess")
+
+
+# ── a toy task, a toy placement and a toy relevance measure together, each registered with one call ──
+
+TOY_MODE, TOY_MODE_ARM = "reverse", "mrtpo-reverse"
+TOY_CLAIM = "Credit on the least relevant tokens loses the gain (MRTPO > reverse)"
+TOY_MEASURE, TOY_MEASURE_ARM = "tv", "mrtpo-tv"
+
+
+@pytest.fixture
+def toy_registries(toy):
+    """The toy task plus a placement (``reverse``) and a relevance measure (``tv``: the total variation distance
+    between the two next-token distributions), taken out of their registries afterwards."""
+    import torch
+
+    from mrtpo_openrlhf.core.placements import PER_REWARD, PLACEMENTS, register_placement
+    from mrtpo_openrlhf.core.relevance import DISTRIBUTIONS, RELEVANCE, register_relevance
+    from mrtpo_openrlhf.core.weights import credit_weights
+
+    placements, measures = dict(PLACEMENTS), dict(RELEVANCE)
+
+    @register_placement(TOY_MODE, PER_REWARD, "credit on the least relevant tokens", TOY_MODE_ARM, TOY_CLAIM)
+    def reverse_weights(a, q, valid, beta, generator):
+        w = credit_weights(q, valid.unsqueeze(1), beta)
+        return torch.where(valid.unsqueeze(1), 2.0 - w, w)
+
+    @register_relevance(TOY_MEASURE, DISTRIBUTIONS, "total variation distance", arm=TOY_MEASURE_ARM)
+    def tv_distance(full, other, *, temperature=1.0, **_options):
+        """0.5 * sum_v |p - m| per position: (T, V) logits x 2 -> (T,) in [0, 1]."""
+        p = torch.softmax(full.float() / temperature, -1)
+        m = torch.softmax(other.float() / temperature, -1)
+        return 0.5 * (p - m).abs().sum(-1)
+
+    try:
+        yield toy
+    finally:
+        PLACEMENTS.clear()
+        PLACEMENTS.update(placements)
+        RELEVANCE.clear()
+        RELEVANCE.update(measures)
+
+
+def test_a_toy_task_placement_and_measure_reach_every_surface(
+    toy_registries, tmp_path, capsys, monkeypatch, tiny_llama
+):
+    """No other edit: the training CLI's choices, the launch script's task defaults, the study's arms and commands,
+    the report's claims, ``study localize``'s and ``diagnose``'s choices, the replay itself."""
+    import argparse
+
+    import torch
+
+    from mrtpo_openrlhf.adapter.args import extend_parser
+    from mrtpo_openrlhf.cli import study as study_cli
+    from mrtpo_openrlhf.cli import task_defaults
+    from mrtpo_openrlhf.core import MethodSettings, estimators, replay_relevance, request_from_ids
+    from mrtpo_openrlhf.study.config import ARMS, Arm
+    from mrtpo_openrlhf.study.report.claims import ablation_claims
+    from mrtpo_openrlhf.study.runner import cpu_flags
+
+    # the training CLI
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--algo.advantage.estimator", choices=["gae", "group_norm"])
+    extend_parser(parser)
+    parsed = vars(parser.parse_args(["--algo.mrtpo.placement", TOY_MODE, "--algo.mrtpo.relevance", TOY_MEASURE]))
+    assert (parsed["algo.mrtpo.placement"], parsed["algo.mrtpo.relevance"]) == (TOY_MODE, TOY_MEASURE)
+    step = estimators.ADVANTAGE_ESTIMATORS["mrtpo"].placement(MethodSettings(placement=TOY_MODE, relevance="tv"), 20)
+    assert step.mode == TOY_MODE and step.needs_relevance
+
+    # train.sh's GPU branch reads the task's defaults from the registry (none declared: MODEL etc. must be set)
+    assert task_defaults.main(["toy"]) == 0
+    assert "default_model=''" in capsys.readouterr().out
+    assert task_defaults.main(["chess"]) == 2 and "toy" in capsys.readouterr().err
+
+    # the study: a run is a placement x a measure
+    assert ARMS[TOY_MODE_ARM] == Arm("mrtpo", TOY_MODE) and ARMS[TOY_MEASURE_ARM] == Arm("mrtpo", "mrtpo", "tv")
+    raw = {"name": "t", "task": "toy", "data": "x.jsonl", "arms": ["mrtpo", TOY_MEASURE_ARM], "seeds": [1], "steps": 1}
+    flags = cpu_flags(parse_config(raw), TOY_MEASURE_ARM, 1, tmp_path / "o", tmp_path / "m")
+    assert flag(flags, "--algo.mrtpo.relevance") == "tv" and flag(flags, "--algo.mrtpo.placement") == "mrtpo"
+    assert (TOY_MODE_ARM, TOY_CLAIM) in ablation_claims()
+
+    # the report: the toy placement's claim, the toy measure's numbers
+    from mrtpo_openrlhf.study import report
+    from tests.study import test_report as fixtures
+
+    monkeypatch.setitem(fixtures.SLOPES, TOY_MODE_ARM, 0.01)
+    monkeypatch.setitem(fixtures.SLOPES, TOY_MEASURE_ARM, 0.09)
+    src = fixtures.make_study(tmp_path / "study", arms=dict(fixtures.SLOPES))
+    text = report.write_report(src, tmp_path / "out").read_text()
+    assert f"3c. {TOY_CLAIM}" in text and f"3-{TOY_MEASURE_ARM}." in text
+
+    # study localize and diagnose take the measure
+    sub = argparse.ArgumentParser().add_subparsers()
+    study_cli.add_localize_command(sub)
+    localize = sub.choices["localize"].parse_args(["c.toml", "--relevance", "js", TOY_MEASURE])
+    assert localize.relevance == ["js", TOY_MEASURE]
+    assert diagnose_cli.build_parser().parse_args(["--model", "m", "--out", "o", "--relevance", "tv"]).relevance == "tv"
+
+    # the replay computes q with it
+    g = torch.Generator().manual_seed(0)
+    ids = lambda n: torch.randint(3, 101, (n,), generator=g).tolist()  # noqa: E731
+    req = request_from_ids(ids(6), [ids(3)], ids(5), [0], insert_at=4)
+    q, _ = replay_relevance(tiny_llama, [req], num_rewards=1, relevance=TOY_MEASURE)
+    with torch.no_grad():
+        out = [
+            tiny_llama(input_ids=torch.tensor([list(ctx) + req.response_ids])).logits[0, len(ctx) - 1 : len(ctx) + 4]
+            for ctx in (req.full_context, req.minus_contexts[0])
+        ]
+    p, m = (torch.softmax(x.double(), -1) for x in out)
+    want = [0.5 * sum(abs(float(a) - float(b)) for a, b in zip(p[t], m[t])) for t in range(5)]
+    assert torch.allclose(q[0, 0].double(), torch.tensor(want, dtype=torch.float64), atol=1e-5)
+
+
+def test_diagnose_under_another_measure(toy, tmp_path):
+    """``diagnose --relevance``: the heatmap's q and the statistics by that measure, the null's rows beside."""
+    from mrtpo_openrlhf.models import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "tiny")
+    row = read_jsonl(toy.train_data)[0]
+    responses = tmp_path / "responses.jsonl"
+    write_jsonl(responses, [{"prompt": row["prompt"], "response": "<answer>4</answer>", "label": row["label"]}])
+    base = ["--model", str(model), "--data", "toy", "--task", "toy", "--responses", str(responses)]
+    qs = {}
+    for measure in ("js", "loggap", "js-contrast"):
+        out = tmp_path / measure
+        assert diagnose_cli.main([*base, "--out", str(out), "--relevance", measure]) == 0
+        recs = read_jsonl(out / "relevance.jsonl")
+        assert any(r.get("null") is True and r["replayed"] for r in recs)  # the null block beside each measure
+        qs[measure] = {r["reward"]: r["q"] for r in recs if r.get("null") is not True}
+        run = json.loads((out / "summary.json").read_text())["run"]
+        assert run.get("relevance", "js") == measure
+    for reward, q in qs["js-contrast"].items():
+        assert all(0 <= c <= j + 1e-6 for c, j in zip(q, qs["js"][reward]))  # JS minus the null's, floored
+    assert qs["loggap"] != qs["js"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...core.placements import PLACEMENTS
+from ..config import ARMS, ablation_arms, measure_arms
 from ..stats import Paired, area, steps_to
 from .endpoints import LENGTH, Endpoint, compare
 from .plan import planned_seeds
@@ -162,16 +164,22 @@ def claims(
                 "evidence": txt,
             }
         )
-    for tag, b, text in (
-        ("3a", "mrtpo-shuffle", "Shuffling the weights within the response removes the gain (MRTPO > shuffle)"),
-        ("3b", "mrtpo-joint", "One shared profile (joint) is weaker than per-reward placement (MRTPO > joint)"),
-    ):
+    for tag, (b, text) in zip("abcdefghijklmnopqrstuvwxyz", ablation_claims()):
         p, d = get("mrtpo", b)
         out.append(
             {
-                "claim": f"{tag}. {text}",
+                "claim": f"3{tag}. {text}",
                 "verdict": _held(p, "A > B", alpha, d),
                 "evidence": f"MRTPO-{b.removeprefix('mrtpo-')} {_evidence(p, d)}",
+            }
+        )
+    for b in [arm for arm in measure_arms() if arm in study.runs]:  # no direction declared: numbers only
+        p, d = get(b, "mrtpo")
+        out.append(
+            {
+                "claim": f"3-{b}. The relevance measure {ARMS[b].relevance} in place of JS ({b} - MRTPO)",
+                "verdict": "see numbers",
+                "evidence": f"{b.removeprefix('mrtpo-')}-MRTPO {_evidence(p, d)}",
             }
         )
     out.append(cost_claim(study, cost))
@@ -186,6 +194,13 @@ def claims(
         }
     )
     return out
+
+
+def ablation_claims() -> list[tuple[str, str]]:
+    """(arm, claim) of each placement ablation arm that states a claim (``core.placements``: ``mrtpo-shuffle``,
+    ``mrtpo-joint``), in registration order: the report's claims 3a, 3b, ..."""
+    by_arm = {p.arm: p.claim for p in PLACEMENTS.values() if p.arm is not None}
+    return [(arm, by_arm[arm]) for arm in ablation_arms() if by_arm.get(arm)]
 
 
 def caveats(study: Study, declared: dict, primary: Endpoint, exploratory: dict, alpha: float) -> list[str]:

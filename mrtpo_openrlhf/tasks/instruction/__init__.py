@@ -42,6 +42,13 @@ TASK = Task(
     constraint_specs="constraint_specs",
     example_responses="example_responses",
     gpu_script="train_mrtpo_if.sh",
+    gpu_model="Qwen/Qwen3-4B-Instruct-2507",  # MODEL=Qwen/Qwen2.5-7B-Instruct for the other runs
+    gpu_max_new_tokens=2048,
+    make_data=(
+        "python -m mrtpo_openrlhf.rewards.instruction convert --format hir16k"
+        " --input HIR-16K.jsonl --out if_train.jsonl"
+    ),
     command="main",
     unearnable="unearnable_rewards",
+    null_position="inline",  # the constraints sit in the prompt
 )

@@ -65,8 +65,15 @@ TASK = Task(
     format_tags=(THINK_TAGS, CODE_FENCES),
     example_responses="example_responses",
     gpu_script="train_mrtpo_sql.sh",
+    gpu_model="Qwen/Qwen2.5-Coder-7B-Instruct",  # MODEL=Qwen/Qwen2.5-Coder-3B-Instruct for the 3B runs
+    gpu_max_new_tokens=2048,
+    make_data=(
+        "python -m mrtpo_openrlhf.rewards.sql convert --format bird"
+        " --input BIRD/train/train.json --db-root BIRD/train/train_databases --out sql_train.jsonl"
+    ),
     command="main",
     unearnable="unearnable_rewards",
     env_vars=(TIMEOUT_ENV, MAX_ROWS_ENV, DB_ROOT_ENV, WORKERS_ENV),
     path_env_vars=(DB_ROOT_ENV,),
+    null_position="appended",  # the execution rewards' blocks (SQLite error, reference) are appended
 )

@@ -54,6 +54,10 @@ TASK = Task(
     format_tags=(THINK_TAGS, TOOL_CALL_TAGS),
     example_responses="example_responses",
     gpu_script="train_mrtpo_tool.sh",
+    gpu_model="Qwen/Qwen2.5-7B-Instruct",
+    gpu_max_new_tokens=1024,
+    make_data="python -m mrtpo_openrlhf.rewards.tool convert --input tool_train.jsonl --out tool_train_rows.jsonl",
     command="main",
     unearnable="unearnable_rewards",
+    null_position="appended",  # the function and correctness blocks are appended
 )
