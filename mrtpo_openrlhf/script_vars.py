@@ -36,6 +36,7 @@ SCRIPT_VARS = {
     "BETA": "MRTPO's beta",
     "WARMUP": "MRTPO's warmup steps",
     "PLACEMENT": "mrtpo | shuffle | joint | uniform",
+    "RELEVANCE": "js | loggap | js-contrast",
     "REWARD_WEIGHTING": "none | saw",
     "REWARD_WEIGHTS": "name=w,...",
     "CAP": "a number | none",

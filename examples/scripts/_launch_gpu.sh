@@ -101,13 +101,14 @@ TRAIN_MICRO=$(gcd 4 $((TRAIN_BATCH / WORLD)))
 ROLLOUT_MICRO=$(gcd 8 $((RESPONSES / WORLD)))
 LR=${LR:-1e-6}
 # Method settings, passed only when set: unset, the CLI's defaults apply (mrtpo_openrlhf/core/settings.py).
-# BETA, WARMUP, PLACEMENT (mrtpo | shuffle | joint | uniform), REWARD_WEIGHTING (none | saw), CAP (a number | none),
+# BETA, WARMUP, PLACEMENT (mrtpo | shuffle | joint | uniform), RELEVANCE (js | loggap | js-contrast), REWARD_WEIGHTING (none | saw), CAP (a number | none),
 # REWARD_WEIGHTS (name=w,...)
 # REPLAY_LOGITS (model | fp32)
 method_flags=()
 [ -n "${BETA:-}" ] && method_flags+=(--algo.mrtpo.beta "$BETA")
 [ -n "${WARMUP:-}" ] && method_flags+=(--algo.mrtpo.warmup_steps "$WARMUP")
 [ -n "${PLACEMENT:-}" ] && method_flags+=(--algo.mrtpo.placement "$PLACEMENT")
+[ -n "${RELEVANCE:-}" ] && method_flags+=(--algo.mrtpo.relevance "$RELEVANCE")
 [ -n "${REWARD_WEIGHTING:-}" ] && method_flags+=(--algo.mrtpo.reward_weighting "$REWARD_WEIGHTING")
 [ -n "${REWARD_WEIGHTS:-}" ] && method_flags+=(--algo.mrtpo.reward_weights "$REWARD_WEIGHTS")
 [ -n "${CAP:-}" ] && method_flags+=(--algo.mrtpo.cap "$CAP")

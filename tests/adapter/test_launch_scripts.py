@@ -37,6 +37,7 @@ def test_gpu_script_passes_the_method_settings_it_is_given(tmp_path, monkeypatch
         OUT=str(tmp_path / "out"),
         BETA="0.25",
         PLACEMENT="joint",
+        RELEVANCE="loggap",
         CAP="none",
     )
     out = subprocess.run(
@@ -44,6 +45,7 @@ def test_gpu_script_passes_the_method_settings_it_is_given(tmp_path, monkeypatch
     ).stdout
     args = vars(parse_upstream(shlex.split(out.strip().splitlines()[-1])[3:], monkeypatch))
     assert args["algo.mrtpo.beta"] == 0.25 and args["algo.mrtpo.placement"] == "joint"
+    assert args["algo.mrtpo.relevance"] == "loggap"
     assert args["algo.mrtpo.cap"] is None and args["algo.mrtpo.warmup_steps"] == DEFAULT_WARMUP_STEPS
 
 
@@ -234,11 +236,13 @@ def test_cpu_branch_takes_the_documented_variables_and_extra_flags(tmp_path, mon
     model, args = cpu_dry_run(
         tmp_path, monkeypatch, ["--logger.tensorboard_dir", str(tmp_path / "tb"), "--algo.mrtpo.cap", "2"],
         DATA=str(data), OUT=str(tmp_path / "out"), BETA="0.3", PLACEMENT="joint", LR="1e-5", REWARD_WEIGHTS="format=2",
+        RELEVANCE="js-contrast",
     )  # fmt: skip
     assert args["actor.model_name_or_path"] == str(model) and args["data.prompt_dataset"] == str(data)
     assert args["ckpt.output_dir"] == str(tmp_path / "out" / "model")
     assert args["algo.mrtpo.beta"] == 0.3 and args["algo.mrtpo.placement"] == "joint"
     assert args["actor.adam.lr"] == 1e-5 and args["algo.mrtpo.reward_weights"] == (("format", 2.0),)
+    assert args["algo.mrtpo.relevance"] == "js-contrast"
     assert args["logger.tensorboard_dir"] == str(tmp_path / "tb") and args["algo.mrtpo.cap"] == 2.0
 
 
