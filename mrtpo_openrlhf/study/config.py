@@ -32,6 +32,8 @@
     primary_endpoint = "total"      # the held-out score the declared comparisons are judged on: "total" (the summed
                                     # reward) or "instruction_level" (the mean share of a prompt's rewards met, for
                                     # tasks whose prompts carry different numbers of rewards)
+    localization_rule = "null_and_random"  # the plan's localization rule: tokens for 80% below the null's and the
+                                    # random profile's, or below the null's alone ("null")
     auc = "mean"                    # the report's training-curve AUC: mean over steps, or "trapezoid" / T
     steps_to = "trailing3"          # steps to --threshold: a 3-step trailing mean's first, or "first" (the rate's)
 
@@ -130,6 +132,7 @@ def measure_arms() -> list[str]:
 
 BACKENDS = ("cpu", "gpu")
 PRIMARY_ENDPOINTS = ("total", "instruction_level")  # keys of heldout.json (study/heldout.py summarize)
+LOCALIZATION_RULES = ("null_and_random", "null")  # study/report/localization.py RULES
 PROMPT_DRAWS = ("first", "per_seed")
 ARM_ORDERS = ("listed", "random")
 
@@ -168,6 +171,7 @@ class StudyConfig:
     comparisons: list[str] = field(default_factory=list)
     comparison_seeds: dict[str, list[int]] = field(default_factory=dict)
     primary_endpoint: str = "total"
+    localization_rule: str = "null_and_random"
     auc: str = "mean"
     steps_to: str = "trailing3"
 
@@ -284,6 +288,8 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> StudyConfig:
     for key in ("heldout_prompts", "heldout_samples"):
         if int(getattr(cfg, key)) < 1:
             raise ConfigError(f"{where}: {key} must be >= 1")
+    if cfg.localization_rule not in LOCALIZATION_RULES:
+        raise ConfigError(f"{where}: localization_rule {cfg.localization_rule!r}: choose from {LOCALIZATION_RULES}")
     if cfg.primary_endpoint not in PRIMARY_ENDPOINTS:
         raise ConfigError(f"{where}: primary_endpoint {cfg.primary_endpoint!r}: choose from {PRIMARY_ENDPOINTS}")
     if cfg.auc not in AUC_RULES or cfg.steps_to not in STEPS_TO_RULES:

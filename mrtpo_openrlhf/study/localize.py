@@ -176,11 +176,14 @@ def screenshot(html: Path, png: Path, width: int = 1100, height: int = 1300, col
     return f"heatmap picture {png}"
 
 
-def load_localization(root: Path) -> dict[str, dict[str, Any]]:
-    """label -> diagnose summary for every ``<root>/localization/<label>/summary.json``."""
+def load_localization(root: Path, measure: str | None = None) -> dict[str, dict[str, Any]]:
+    """label -> diagnose summary for every ``<root>/localization/<label>/summary.json`` (the default relevance
+    measure's) or, with ``measure``, ``<label>/<measure>/summary.json``."""
     import json
 
     out = {}
-    for path in sorted((root / "localization").glob("*/summary.json")):
-        out[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
+    pattern = f"*/{measure}/summary.json" if measure else "*/summary.json"
+    for path in sorted((root / "localization").glob(pattern)):
+        label = path.parent.parent.name if measure else path.parent.name
+        out[label] = json.loads(path.read_text(encoding="utf-8"))
     return out

@@ -125,7 +125,12 @@ def write_report(
     md += cost_md
     md += ["## Localization during training (replayed pairs, MRTPO arms)", ""]
     md += localization_table(study.runs, study.names, study.steps)
-    md += [""] + checkpoint_localization_section(out, study.runs) + null_control_section(out, config.get("task")) + [""]
+    md += (
+        [""]
+        + checkpoint_localization_section(out, study.runs)
+        + null_control_section(out, config.get("task"), config.get("localization_rule", "null_and_random"))
+        + [""]
+    )
     md += claims_section(verdicts, alpha)
     md += ["", "## What these verdicts do not show", ""] + [
         f"- {c}" for c in caveats(study, declared, primary, secondary, alpha)

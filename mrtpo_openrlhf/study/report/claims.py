@@ -65,7 +65,7 @@ def localization_claim(study: Study) -> dict[str, str]:
     null it does not show localization."""
     from .localization import localization_claim as by_rule
 
-    judged = by_rule(study.folder, study.config.get("task"))
+    judged = by_rule(study.folder, study.config.get("task"), study.config.get("localization_rule", "null_and_random"))
     if judged is not None:
         return judged
     tok = {

@@ -28,14 +28,29 @@ RULE = (
     "span (95% interval of reward - null above 0) *and* its tokens for 80% of the distance are below the null's and "
     "a position-free random profile's (95% intervals of reward - null and reward - random below 0)"
 )
+# the rule a study's plan states (config ``localization_rule``): the tool study's asks both token comparisons, the
+# multi-constraint study's the null's alone (the random profile's reported beside it)
+RULES = {
+    "null_and_random": RULE,
+    "null": (
+        "a reward localizes when its share of q on the span its checker reads exceeds the null's share on the same "
+        "span (95% interval of reward - null above 0) *and* its tokens for 80% of q are below the null's (95% "
+        "interval of reward - null below 0); the random profile's comparison is reported, not judged"
+    ),
+}
 PASSES, FAILS, UNTESTED = "passes", "fails", "untested"
 
 
 def checker_spans(task: str | None) -> dict[str, str]:
-    """reward -> the span kind its checker reads, from the task's registry entry ({} when none declared)."""
+    """reward -> the span kind its checker reads, from the task's registry entry ({} when none declared; ``"*"``:
+    every reward's, as for one reward per constraint)."""
     from mrtpo_openrlhf.tasks import TASKS
 
     return dict(TASKS[task].checker_spans) if task in TASKS else {}
+
+
+def span_of(spans: dict[str, str], reward: str) -> str | None:
+    return spans.get(reward, spans.get("*"))
 
 
 def exact_t(iv: dict | None) -> dict | None:
@@ -66,11 +81,14 @@ def _below(iv: dict | None) -> bool | None:
     return None if not iv or iv.get("high") is None else iv["high"] < 0
 
 
-def rule_verdict(span_diff: dict | None, tok_null: dict | None, tok_random: dict | None) -> str:
-    """The plan's rule on three intervals: ``untested`` when the checker's span was not measured."""
+def rule_verdict(
+    span_diff: dict | None, tok_null: dict | None, tok_random: dict | None, rule: str = "null_and_random"
+) -> str:
+    """The plan's rule (``RULES``) on three intervals: ``untested`` when the checker's span was not measured."""
     if span_diff is None:
         return UNTESTED
-    return PASSES if _above(span_diff) and _below(tok_null) and _below(tok_random) else FAILS
+    random_ok = _below(tok_random) if rule == "null_and_random" else True
+    return PASSES if _above(span_diff) and _below(tok_null) and random_ok else FAILS
 
 
 @dataclass
@@ -87,14 +105,15 @@ class Judged:
     clustered: bool
     worst: tuple[dict | None, dict | None, dict | None] | None = None
     measured: tuple[str, ...] = ()  # the span kinds its summary measured
+    rule: str = "null_and_random"  # RULES
 
     @property
     def verdict(self) -> str:
-        return rule_verdict(self.span_diff, self.tok_null, self.tok_random)
+        return rule_verdict(self.span_diff, self.tok_null, self.tok_random, self.rule)
 
     @property
     def worst_verdict(self) -> str | None:
-        return None if self.worst is None else rule_verdict(*self.worst)
+        return None if self.worst is None else rule_verdict(*self.worst, self.rule)
 
 
 def judge(label: str, nc: dict[str, Any], reward: str, span: str | None, per_cluster: int | None) -> Judged:
@@ -141,19 +160,32 @@ def _read(path: Path) -> dict:
         return {}
 
 
-def judge_all(folder: Path, task: str | None) -> tuple[list[Judged], dict[str, dict], dict[str, dict]]:
-    """Every (model, reward) of ``folder/localization`` under the rule; also each label's summary and probe."""
+def judge_all(
+    folder: Path, task: str | None, measure: str | None = None, rule: str = "null_and_random"
+) -> tuple[list[Judged], dict[str, dict], dict[str, dict]]:
+    """Every (model, reward) of ``folder/localization`` under the rule; also each label's summary and probe.
+    ``measure``: another relevance measure's summaries (``<label>/<measure>/``; default: the default measure's)."""
     from ..localize import load_localization
 
-    summaries = load_localization(folder)
+    summaries = load_localization(folder, measure)
     probes = {label: _read(folder / "localization" / label / "probe.json") for label in summaries}
     spans = checker_spans(task)
     judged = []
     for label, summary in summaries.items():
         per_cluster = (probes[label].get("setup") or {}).get("samples")
         for reward, nc in sorted((summary.get("null_control") or {}).items()):
-            judged.append(judge(label, nc, reward, spans.get(reward), per_cluster))
+            j = judge(label, nc, reward, span_of(spans, reward), per_cluster)
+            j.rule = rule
+            judged.append(j)
     return judged, summaries, probes
+
+
+def other_measures(folder: Path) -> list[str]:
+    """The relevance measures besides the default with summaries under ``folder/localization/<label>/<measure>/``."""
+    from mrtpo_openrlhf.core.relevance import RELEVANCE
+
+    found = {p.parent.name for p in (folder / "localization").glob("*/*/summary.json")}
+    return [m for m in RELEVANCE if m in found]
 
 
 def counts(judged: list[Judged], worst: bool = False) -> dict[str, dict[str, int]]:
@@ -219,9 +251,19 @@ def commit_line(summaries: dict[str, dict]) -> str:
     return "Code commit each localization ran from (`run.commit` of its summary.json): " + "; ".join(parts) + "."
 
 
-def null_control_section(folder: Path, task: str | None) -> list[str]:
-    """The reward-vs-null tables, the plan's rule per (model, reward), and what the intervals can support."""
-    judged, summaries, probes = judge_all(folder, task)
+def null_control_section(folder: Path, task: str | None, rule: str = "null_and_random") -> list[str]:
+    """The reward-vs-null tables, the plan's rule per (model, reward), and what the intervals can support; then the
+    rule's table for each other relevance measure localized (``study localize --relevance``)."""
+    md = _null_control_section(folder, task, None, rule)
+    for measure in other_measures(folder):
+        judged, _, _ = judge_all(folder, task, measure, rule)
+        if judged:
+            md += [f"### Relevance measure `{measure}`", ""] + rule_section(judged)
+    return md
+
+
+def _null_control_section(folder: Path, task: str | None, measure: str | None, rule: str) -> list[str]:
+    judged, summaries, probes = judge_all(folder, task, measure, rule)
     if not summaries:
         return []
     without = [label for label, s in summaries.items() if not s.get("null_control")]
@@ -301,7 +343,7 @@ def rule_section(judged: list[Judged]) -> list[str]:
     md = [
         "### Claim 1 by the plan's rule",
         "",
-        f"The plan's rule, as written: {RULE}.",
+        f"The plan's rule, as written: {RULES[judged[0].rule]}.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -382,9 +424,9 @@ def rule_notes(judged: list[Judged]) -> list[str]:
     return notes
 
 
-def localization_claim(folder: Path, task: str | None) -> dict[str, str] | None:
+def localization_claim(folder: Path, task: str | None, rule: str = "null_and_random") -> dict[str, str] | None:
     """Claim 1's row: the rule's count per reward as the verdict; None without null controls."""
-    judged, summaries, _ = judge_all(folder, task)
+    judged, summaries, _ = judge_all(folder, task, None, rule)
     if not judged:
         return None
     intervals = "cluster-robust over prompts" if all(j.clustered for j in judged) else "95% t-intervals over responses"

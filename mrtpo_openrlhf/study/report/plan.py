@@ -57,7 +57,7 @@ def planned_seeds(config: dict[str, Any], a: str, b: str) -> list[int]:
 PLAN_KEYS = ("seeds", "arm_seeds", "comparisons", "comparison_seeds")
 # how the report computes an endpoint the plan defines (never how a run trains): a config may state them for runs
 # whose study.json predates the keys
-REPORT_KEYS = ("auc", "steps_to", "primary_endpoint")
+REPORT_KEYS = ("auc", "steps_to", "primary_endpoint", "localization_rule")
 
 
 def amended_plan(config_file: Path, as_run: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

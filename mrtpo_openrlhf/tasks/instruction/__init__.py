@@ -38,6 +38,7 @@ TASK = Task(
         ),
     ),
     span_kinds=("tags", "target"),
+    checker_spans=(("*", "target"),),  # every constraint's checker reads its own target span
     format_tags=(THINK_TAGS,),
     constraint_specs="constraint_specs",
     example_responses="example_responses",
