@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run the multi-constraint instruction study's next seeds in this sitting (plan.md: a seed's four arms back to back on
-# one machine, one dtype, from the worktree pinned at the plan's commit; a seed only when its four runs fit).
+# Run the multi-constraint instruction study's next runs in this sitting: one run at a time, in the order the plan
+# drew, each started only when it fits before --until (plan.md, amendment 1: a seed may go on in the next sitting, in
+# the same dtype, from the worktree pinned at the plan's commit; the CPU of every run goes to machines.jsonl).
 #
 #   bash docs/results/if-multi-smollm2-cpu/resume.sh --until 23:30 [--run-minutes 45]   # start what fits, then stop
 #   bash docs/results/if-multi-smollm2-cpu/resume.sh --check                              # only say what is there
@@ -43,8 +44,46 @@ fi
 if [ -x "$WT/.venv/bin/python" ]; then say "worktree venv: kept"; else do_or_say bash "$WT/scripts/install.sh"; fi
 say "$(find "$RESULTS/runs" -name result.json 2>/dev/null | wc -l) of 40 runs committed under $RESULTS/runs"
 [ $CHECK = 1 ] && exit 0
+if [ "${MRTPO_RESUME_LOOP:-0}" = 0 ]; then  # the loop below goes on in the background, past this shell
+  flock -n "$LOG.lock" true 2>/dev/null || { say "a resume loop is going; tail $LOG"; exit 0; }
+  MRTPO_RESUME_LOOP=1 nohup bash "${BASH_SOURCE[0]}" --until "$UNTIL" --run-minutes "$MINUTES" >"$LOG" 2>&1 &
+  say "study started (pid $!): one run at a time while one fits before $UNTIL; log: $LOG"
+  exit 0
+fi
+exec 9>"$LOG.lock"
+flock -n 9 || { say "another resume loop holds $LOG.lock; stop"; exit 0; }
 cd "$WT"
 source scripts/env.sh
-RAY_memory_usage_threshold=0.98 nohup .venv/bin/python -m mrtpo_openrlhf.study run "$CONFIG" --results "$RESULTS" \
-  --until "$UNTIL" --run-minutes "$MINUTES" >"$LOG" 2>&1 &
-say "study started (pid $!); log: $LOG"
+PY=.venv/bin/python
+next_run() {  # the first run of the drawn order not yet committed under main's results folder, and its seed's dtype
+  "$PY" - "$RESULTS" "$CONFIG" <<'PYTHON'
+import json, pathlib, sys
+from mrtpo_openrlhf.study.config import load_config
+runs, cfg = pathlib.Path(sys.argv[1]) / "runs", load_config(sys.argv[2])
+done = lambda a, s: (runs / a / f"seed{s}" / "result.json").is_file()
+for arm, seed in cfg.runs():
+    if not done(arm, seed):
+        made = [json.loads((runs / a / f"seed{s}" / "run.json").read_text()).get("cpu_dtype", "?")
+                for a, s in cfg.runs() if s == seed and done(a, s)]
+        print(arm, seed, made[0] if made else "-")
+        break
+PYTHON
+}
+here_dtype=$("$PY" -c "from mrtpo_openrlhf.cpu.dtype import resolve; print(resolve().dtype)")
+cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+while true; do
+  read -r ARM SEED SEED_DTYPE <<<"$(next_run)"
+  [ -n "${ARM:-}" ] || { say "all 40 runs are committed"; break; }
+  if [ "$SEED_DTYPE" != "-" ] && [ "$SEED_DTYPE" != "$here_dtype" ]; then
+    say "seed $SEED ran in $SEED_DTYPE and this CPU trains in $here_dtype: its runs go on on a CPU of that dtype; stop"
+    break
+  fi
+  started=$(date -u +%FT%TZ)
+  RAY_memory_usage_threshold=0.98 "$PY" -m mrtpo_openrlhf.study run "$CONFIG" --results "$RESULTS" --arms "$ARM" \
+    --seeds "$SEED" --until "$UNTIL" --run-minutes "$MINUTES" || { say "$ARM seed $SEED failed (exit $?); stop"; break; }
+  [ -f "$RESULTS/runs/$ARM/seed$SEED/result.json" ] || { say "$ARM seed $SEED not started: it does not fit"; break; }
+  printf '{"arm": "%s", "seed": %s, "dtype": "%s", "cpu": "%s", "cores": %s, "host": "%s", "started": "%s", "finished": "%s"}\n' \
+    "$ARM" "$SEED" "$here_dtype" "$cpu_model" "$(nproc)" "$(hostname)" "$started" "$(date -u +%FT%TZ)" \
+    >>"$RESULTS/machines.jsonl"
+  say "$ARM seed $SEED done: commit $RESULTS/runs/$ARM/seed$SEED and machines.jsonl"
+done
