@@ -37,8 +37,7 @@ def test_in_actor_engine_generates_what_async_llm_engine_generates(tmp_path):
     from mrtpo_openrlhf.models import make_tiny_model
 
     model = make_tiny_model(tmp_path / "model", arch="llama", hidden_size=64, intermediate_size=64)
-    # both engines start at once, each in its own process: most of each check is vLLM's start-up, which leaves the
-    # other core idle (the suite's slowest test at 243 s when they ran one after the other)
+    # both engines at once, each in its own process: most of each check is vLLM's start-up
     checks = {which: start_check(model, which) for which in ("in_actor", "async")}
     ours, reference = result(checks["in_actor"]), result(checks["async"])
 
