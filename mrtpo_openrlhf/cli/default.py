@@ -15,6 +15,7 @@ metrics present), and prints where the metrics, the curves and the checkpoint ar
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from ..launch.memory import NotEnoughMemory
 from ..launch.runner import (
     REPO_ROOT,
     Interrupted,
+    cpu_env,
     dtype_choice,
     dtype_line,
     dtype_record,
@@ -89,7 +91,8 @@ def prepare_smollm2(dtype: str, temperature: float = RUN.temperature) -> Path:
         flush=True,
     )
     command = [sys.executable, "-m", "mrtpo_openrlhf.cli.models", "smollm2", "--warm-js-kernel", dtype]
-    done = subprocess.run([*command, "--temperature", str(temperature)], stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cpu_env()["TORCHINDUCTOR_CACHE_DIR"]}  # the run's compile cache
+    done = subprocess.run([*command, "--temperature", str(temperature)], stdout=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"[mrtpo] preparing the model failed (exit {done.returncode}): {shlex.join(command)}")
     stamp.touch()

@@ -120,6 +120,7 @@ def cpu_env(
         VLLM_CACHE_ROOT=str(cache / "vllm"),
         NLTK_DATA=str(cache / "nltk_data"),
         TRITON_CACHE_DIR=str(cache / "triton"),
+        TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),  # beside the warm-up stamp (cli/default.py), not in /tmp
         XDG_CACHE_HOME=str(cache / "xdg"),
         HF_HUB_OFFLINE="1",
         HF_DATASETS_OFFLINE="1",

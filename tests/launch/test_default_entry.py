@@ -44,10 +44,11 @@ def test_the_model_is_prepared_in_a_child_process_that_exits_before_the_run(tmp_
 
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path))
     folder = tmp_path / "models" / "SmolLM2-135M-Instruct-bf16"
-    calls = []
+    calls, envs = [], []
 
     def child(command, **kwargs):
         calls.append(command)
+        envs.append(kwargs.get("env") or {})
         folder.mkdir(parents=True, exist_ok=True)
         (folder / ".complete").write_text("built\n")
         return sp.CompletedProcess(command, 0, stdout=f"progress\n{folder}\n")
@@ -64,6 +65,9 @@ def test_the_model_is_prepared_in_a_child_process_that_exits_before_the_run(tmp_
         "--temperature",
         "0.7",
     ]
+    # the kernel is compiled into the cache the run reads, inside the project's cache beside the stamp (not /tmp,
+    # which can be emptied while the stamp stays and the compile lands in the run again)
+    assert envs[0].get("TORCHINDUCTOR_CACHE_DIR") == str(tmp_path / "inductor")
     assert default.prepare_smollm2("bf16", 0.7) == Path(folder) and len(calls) == 1  # converted and warm: no child
     default.prepare_smollm2("fp32", 0.7)  # the kernel compiles per dtype
     assert len(calls) == 2 and calls[1][5] == "fp32"
