@@ -18,6 +18,7 @@ if importlib.util.find_spec("flash_attn") is None:
 sys.path.insert(0, os.path.dirname(__file__))
 
 TINY_VOCAB = 101
+PIP_RESOLVER = pytest.StashKey()
 
 
 @pytest.fixture(scope="session")
@@ -60,3 +61,27 @@ def pytest_sessionstart(session):
     extensions = os.environ.get("TORCH_EXTENSIONS_DIR")
     for lock in clear_stale_build_locks(extensions) if extensions else []:
         print(f"removed a stale torch extension build lock: {lock}")
+
+
+def pytest_collection_finish(session):
+    """pip's resolver test waits on the network for minutes: start it now, to run beside the CPU-bound tests."""
+    import pip_resolver
+
+    if not session.config.option.collectonly and any(item.name == pip_resolver.TEST_NAME for item in session.items):
+        session.config.stash[PIP_RESOLVER] = pip_resolver.start()
+
+
+def pytest_sessionfinish(session):
+    resolver = session.config.stash.get(PIP_RESOLVER, None)
+    if resolver is not None:
+        resolver.close()
+
+
+@pytest.fixture
+def pip_resolver_run(request):
+    """The resolver started with the session (or now, where the session did not start it)."""
+    import pip_resolver
+
+    resolver = request.config.stash.get(PIP_RESOLVER, None) or pip_resolver.start()
+    request.config.stash[PIP_RESOLVER] = resolver
+    return resolver
