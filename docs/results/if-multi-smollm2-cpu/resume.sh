@@ -44,9 +44,9 @@ fi
 if [ -x "$WT/.venv/bin/python" ]; then say "worktree venv: kept"; else do_or_say bash "$WT/scripts/install.sh"; fi
 say "$(find "$RESULTS/runs" -name result.json 2>/dev/null | wc -l) of 40 runs committed under $RESULTS/runs"
 [ $CHECK = 1 ] && exit 0
-if [ "${MRTPO_RESUME_LOOP:-0}" = 0 ]; then  # the loop below goes on in the background, past this shell
+if [ "${_IF_STUDY_LOOP:-0}" = 0 ]; then  # the loop below goes on in the background, past this shell
   flock -n "$LOG.lock" true 2>/dev/null || { say "a resume loop is going; tail $LOG"; exit 0; }
-  MRTPO_RESUME_LOOP=1 nohup bash "${BASH_SOURCE[0]}" --until "$UNTIL" --run-minutes "$MINUTES" >"$LOG" 2>&1 &
+  _IF_STUDY_LOOP=1 nohup bash "${BASH_SOURCE[0]}" --until "$UNTIL" --run-minutes "$MINUTES" >"$LOG" 2>&1 &
   say "study started (pid $!): one run at a time while one fits before $UNTIL; log: $LOG"
   exit 0
 fi
