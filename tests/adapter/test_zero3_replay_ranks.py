@@ -13,10 +13,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 WORKER = Path(__file__).with_name("zero3_replay_worker.py")
 
 
-def two_ranks(pad: bool, limit: float, extra: tuple = ()):
-    """Start both ranks; returns (finished, outputs, return codes). Both are killed once ``limit`` seconds pass."""
-    procs = gloo_ranks.start(WORKER, 2, args=(["--pad"] if pad else []) + list(extra))
-    deadline = time.time() + limit
+def wait_for(procs, deadline: float) -> tuple[bool, list, list]:
+    """Wait until every rank has exited or ``deadline`` (a time.time()) passes, then kill what is left; returns
+    (finished, outputs, return codes)."""
     while time.time() < deadline and any(p.poll() is None for p in procs):
         time.sleep(0.5)
     finished = all(p.poll() is not None for p in procs)
@@ -26,14 +25,26 @@ def two_ranks(pad: bool, limit: float, extra: tuple = ()):
     return finished, [p.communicate()[0] for p in procs], [p.returncode for p in procs]
 
 
+def two_ranks(pad: bool, limit: float, extra: tuple = ()):
+    """Start both ranks; returns (finished, outputs, return codes). Both are killed once ``limit`` seconds pass."""
+    procs = gloo_ranks.start(WORKER, 2, args=(["--pad"] if pad else []) + list(extra))
+    return wait_for(procs, time.time() + limit)
+
+
 def test_uneven_replay_completes_with_padding_and_hangs_without():
+    # both pairs of ranks at once: the control spends its time waiting in a collective that never completes
+    started = time.time()
+    control = gloo_ranks.start(WORKER, 2)
     finished, outputs, codes = two_ranks(pad=True, limit=180)
+    padded_wall = time.time() - started
     assert finished and codes == [0, 0], "\n".join(o[-2000:] for o in outputs)
     rank0, rank1 = gloo_ranks.rows(outputs)
     assert rank0["partitioned"] == rank0["params"] > 0 and rank1["partitioned"] == rank1["params"]  # really sharded
     assert rank0["forwards"] == rank1["forwards"] > 0 and rank0["q_sum"] > 0 and rank1["q_sum"] == 0
 
-    finished, outputs, codes = two_ranks(pad=False, limit=45)  # rank 0 needs ~1 s of forwards when padded
+    # the padded pair needs ~1 s of forwards after the same start-up: the control has that pair's whole time and
+    # 20 s more (60 s at least) to finish, which it must not
+    finished, outputs, codes = wait_for(control, started + max(60.0, padded_wall + 20.0))
     assert not finished or codes != [0, 0], "without the padding the uneven replay should not complete:\n" + "\n".join(
         o[-1000:] for o in outputs
     )
