@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the multi-constraint instruction study's next runs in this sitting: one run at a time, in the order the plan
-# drew, each started only when it fits before --until (plan.md, amendment 1: a seed may go on in the next sitting, in
-# the same dtype, from the worktree pinned at the plan's commit; the CPU of every run goes to machines.jsonl).
+# drew, each started only when it fits before --until (plan.md, amendments 1-2: a seed may go on in a later sitting,
+# in the same dtype, from the worktree pinned at the plan's commit; a seed begun in another dtype is passed over; the
+# CPU of every run goes to machines.jsonl).
 #
 #   bash docs/results/if-multi-smollm2-cpu/resume.sh --until 23:30 [--run-minutes 45]   # start what fits, then stop
 #   bash docs/results/if-multi-smollm2-cpu/resume.sh --check                              # only say what is there
@@ -55,29 +56,33 @@ flock -n 9 || { say "another resume loop holds $LOG.lock; stop"; exit 0; }
 cd "$WT"
 source scripts/env.sh
 PY=.venv/bin/python
-next_run() {  # the first run of the drawn order not yet committed under main's results folder, and its seed's dtype
-  "$PY" - "$RESULTS" "$CONFIG" <<'PYTHON'
+next_run() {  # the first run of the drawn order not yet committed, passing over seeds begun in another dtype
+  "$PY" - "$RESULTS" "$CONFIG" "$here_dtype" <<'PYTHON'
 import json, pathlib, sys
 from mrtpo_openrlhf.study.config import load_config
-runs, cfg = pathlib.Path(sys.argv[1]) / "runs", load_config(sys.argv[2])
+runs, cfg, here = pathlib.Path(sys.argv[1]) / "runs", load_config(sys.argv[2]), sys.argv[3]
 done = lambda a, s: (runs / a / f"seed{s}" / "result.json").is_file()
+dtype = lambda a, s: json.loads((runs / a / f"seed{s}" / "run.json").read_text()).get("cpu_dtype", "?")
+passed = set()
 for arm, seed in cfg.runs():
-    if not done(arm, seed):
-        made = [json.loads((runs / a / f"seed{s}" / "run.json").read_text()).get("cpu_dtype", "?")
-                for a, s in cfg.runs() if s == seed and done(a, s)]
-        print(arm, seed, made[0] if made else "-")
-        break
+    if done(arm, seed) or seed in passed:
+        continue
+    begun = {dtype(a, s) for a, s in cfg.runs() if s == seed and done(a, s)}
+    if begun and begun != {here}:
+        passed.add(seed)
+        print(f"[resume] seed {seed} began in {', '.join(sorted(begun))}, this CPU trains in {here}: passed over "
+              "(its runs go on on a CPU of that dtype)", file=sys.stderr)
+        continue
+    print(arm, seed)
+    break
 PYTHON
 }
 here_dtype=$("$PY" -c "from mrtpo_openrlhf.cpu.dtype import resolve; print(resolve().dtype)")
 cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 while true; do
-  read -r ARM SEED SEED_DTYPE <<<"$(next_run)"
-  [ -n "${ARM:-}" ] || { say "all 40 runs are committed"; break; }
-  if [ "$SEED_DTYPE" != "-" ] && [ "$SEED_DTYPE" != "$here_dtype" ]; then
-    say "seed $SEED ran in $SEED_DTYPE and this CPU trains in $here_dtype: its runs go on on a CPU of that dtype; stop"
-    break
-  fi
+  ARM="" SEED=""
+  read -r ARM SEED <<<"$(next_run)"
+  [ -n "$ARM" ] || { say "no run left for a CPU that trains in $here_dtype"; break; }
   started=$(date -u +%FT%TZ)
   RAY_memory_usage_threshold=0.98 "$PY" -m mrtpo_openrlhf.study run "$CONFIG" --results "$RESULTS" --arms "$ARM" \
     --seeds "$SEED" --until "$UNTIL" --run-minutes "$MINUTES" || { say "$ARM seed $SEED failed (exit $?); stop"; break; }
