@@ -40,3 +40,15 @@ def test_goes_on_with_bf16_instructions(tmp_path):
 def test_stops_when_fp32_is_forced(tmp_path):
     done = check(tmp_path, ZEN4, MRTPO_CPU_DTYPE="fp32")
     assert done.returncode == 1 and "MRTPO_CPU_DTYPE=fp32" in done.stdout
+
+
+XEON_AMX = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+
+
+def test_stops_on_a_cpu_with_amx_unless_told(tmp_path):
+    """Seed 12's base came from a CPU without AMX; CPUs with AMX rebuilt the other base every time (notes.md)."""
+    done = check(tmp_path, XEON_AMX)
+    assert done.returncode == 1 and "this CPU has AMX" in done.stdout, done.stdout + done.stderr
+    assert "would rebuild" not in done.stdout and not (tmp_path / "wt").exists()
+    anyway = check(tmp_path, XEON_AMX, ANY_CPU="1")
+    assert "this CPU has AMX" not in anyway.stdout and anyway.returncode == 0, anyway.stdout + anyway.stderr

@@ -43,6 +43,14 @@ if ! grep -E '^flags' "$CPUINFO" 2>/dev/null | grep -qwE 'avx512_bf16|amx_bf16';
   say "here (a run would take many times longer) and a run in fp32 is not paired; stop: run the study on a CPU with them"
   exit 1
 fi
+# the base seed 12 needs (978024dc...) was built on a 2-core AMD EPYC with avx512_bf16 and no AMX; the same cold
+# start gave the original base (2a1fa1b4...) on Xeons with AMX three times out of three (notes.md, last section):
+# consistent with bf16 kernels that round differently with AMX, not proven. ANY_CPU=1 tries anyway.
+if grep -E '^flags' "$CPUINFO" 2>/dev/null | grep -qw amx_bf16 && [ "${ANY_CPU:-0}" != 1 ]; then
+  say "this CPU has AMX (amx_bf16): the cold start has given the original base 2a1fa1b4... on every CPU with AMX, and"
+  say "seed 12 needs the rebuilt 978024dc... (built on an AMD EPYC with avx512_bf16, no AMX); stop (ANY_CPU=1 tries)"
+  exit 1
+fi
 if [ -n "${MRTPO_CPU_DTYPE:-}" ] && [ "${MRTPO_CPU_DTYPE,,}" != "bf16" ] && [ "${MRTPO_CPU_DTYPE,,}" != "auto" ]; then
   say "MRTPO_CPU_DTYPE=$MRTPO_CPU_DTYPE: the plan trains in bf16; unset it; stop"
   exit 1
