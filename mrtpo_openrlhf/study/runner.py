@@ -244,8 +244,8 @@ def run_study(
         failed += not ok
     if not dry_run:
         say(
-            f"[study] finished in {fmt_minutes(time.time() - t_start)}: {len(todo) - failed} ran, {failed} failed; "
-            f"report: python -m mrtpo_openrlhf.study report {root}"
+            f"[study] finished in {fmt_minutes(time.time() - t_start)}: {len(durations) - failed} ran, {failed} "
+            f"failed, {len(todo) - len(durations)} not started; report: python -m mrtpo_openrlhf.study report {root}"
         )
     return failed
 

@@ -158,5 +158,6 @@ def test_a_seed_starts_only_when_all_its_runs_fit_before_until(tmp_path, monkeyp
     runner.run_study(cfg, tmp_path / "study", until=1000.0 + 45 * 60, run_minutes=10, say=said.append)
     assert ran == [("gdpo", 1), ("mrtpo", 1), ("gdpo", 2), ("mrtpo", 2)]
     assert any("seed 3: 2 runs" in line and "not started" in line for line in said)
+    assert "4 ran, 0 failed, 2 not started" in said[-1]  # not "6 ran" (the runs left out by --until)
     with pytest.raises(ValueError, match="--run-minutes"):  # no estimate yet and none given
         runner.run_study(cfg, tmp_path / "other", until=clock["now"] + 3600, say=said.append)
