@@ -69,10 +69,14 @@ def localize(
     import json
 
     from mrtpo_openrlhf.diagnostics.runner import run as run_diagnose
+    from mrtpo_openrlhf.provenance import provenance
 
     from .probe import probe, write
 
     models = {arm: checkpoint(cfg, study_dir, arm, seed) for arm in arms}  # fail before any work
+    # the code this process runs, read once now: read as each summary is written, it named a commit made (or an
+    # edit begun) in the checkout while the localization ran
+    code = provenance()
     done = []
     for i, (arm, model) in enumerate(models.items(), 1):
         name = label(arm, seed)
@@ -103,7 +107,7 @@ def localize(
                 temperature=cfg.temperature,
                 relevance=measure,
             )
-            record_code(paths["summary"], study_dir, arm, seed, model)
+            record_code(paths["summary"], study_dir, arm, seed, model, code)
             if results is not None:
                 dst = results / "localization" / name
                 dst = dst if measure == DEFAULT_RELEVANCE else dst / measure
@@ -136,15 +140,13 @@ def base_of(study_dir: Path, arm: str, seed: int, model: str) -> str | None:
     return (recorded or {}).get("weights_sha256")
 
 
-def record_code(summary: Path, study_dir: Path, arm: str, seed: int, model: str) -> None:
-    """Add to the summary's run record the commit (and dirtiness) of the code that localized, and the base model
-    (the tool study's plan, amendment 2: the commit is in each ``localization/<label>/summary.json``)."""
+def record_code(summary: Path, study_dir: Path, arm: str, seed: int, model: str, prov: dict) -> None:
+    """Add to the summary's run record the commit (and dirtiness) of the code that localized (``prov``: provenance()
+    when the localization started), and the base model (the tool study's plan, amendment 2: the commit is in each
+    ``localization/<label>/summary.json``)."""
     import json
 
-    from mrtpo_openrlhf.provenance import provenance
-
     data = json.loads(summary.read_text(encoding="utf-8"))
-    prov = provenance()
     data["run"] = {
         **data.get("run", {}),
         "commit": prov.get("commit") or "not recorded",

@@ -40,14 +40,23 @@ def tiny_model_dir(tmp_path_factory):
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
-def test_localize_checkpoint_and_report(tmp_path, tiny_model_dir):
+def test_localize_checkpoint_and_report(tmp_path, tiny_model_dir, monkeypatch):
+    import mrtpo_openrlhf.provenance as provenance_module
+
+    real, calls = provenance_module.provenance, []
+
+    def provenance_then_a_commit_lands():  # the checkout moves on while the localization runs
+        calls.append(1)
+        return {**real(), "commit": ("a" if len(calls) == 1 else "b") * 40, "dirty": len(calls) > 1}
+
+    monkeypatch.setattr(provenance_module, "provenance", provenance_then_a_commit_lands)
     cfg = tmp_path / "loc.toml"
     cfg.write_text(CONFIG)
     study = tmp_path / "study"
     shutil.copytree(tiny_model_dir, study / "mrtpo" / "seed1" / "model")
     results = tmp_path / "results"
     argv = ["localize", str(cfg), "--arms", "mrtpo", "--out", str(study), "--results", str(results)]
-    rc = main([*argv, "--prompts", "2", "--samples", "2", "--backend", "transformers"])
+    rc = main([*argv, "--prompts", "2", "--samples", "2", "--backend", "transformers", "--relevance", "js", "loggap"])
     assert rc == 0
     kept = results / "localization" / "mrtpo-seed1"
     summary = json.loads((kept / "summary.json").read_text())
@@ -71,6 +80,9 @@ def test_localize_checkpoint_and_report(tmp_path, tiny_model_dir):
     # its prompt, so the report judges it with intervals over prompts
     run = summary["run"]
     assert len(run["commit"]) == 40 and run["commit_source"] == "recorded by study localize"
+    # every measure's summary names the code as it was when the localization started
+    for other in (summary, json.loads((kept / "loggap" / "summary.json").read_text())):
+        assert other["run"]["commit"] == "a" * 40 and other["run"]["dirty"] is False
     assert "base_model_sha256" in run
     assert all("per_response" in nc for nc in summary["null_control"].values())
     assert "Means with 95% cluster-robust intervals over prompts" in null_table.split("### Claim 1")[0]
