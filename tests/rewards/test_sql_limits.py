@@ -125,3 +125,31 @@ def test_spider_comparison_timeout_costs_the_execution_reward(tmp_path):
         assert vec.values[2] == (1.0 if case.name == "shared_values_match" else 0.0)
         if case.name == "shared_values_bag":
             assert "did not finish" in vec.items[2].reason
+
+
+class SlowToReadRows(list):
+    """Rows whose first read waits (asleep, no CPU), as a thread descheduled on a busy machine does."""
+
+    def __init__(self, rows, wait_s):
+        super().__init__(rows)
+        self.wait_s = wait_s
+
+    def __iter__(self):
+        time.sleep(self.wait_s)
+        self.wait_s = 0.0
+        return super().__iter__()
+
+
+def test_the_comparison_bound_counts_work_not_waiting():
+    """0.5 s of a wait inside a 0.1 s comparison bound: the match stands (a wall-clock bound lost it on a loaded
+    machine: the adversarial corpus's shared_values_match scored 0 beside a training run); and real work past the
+    bound still stops the search."""
+    from mrtpo_openrlhf.tasks.sql.verifier import ComparisonTimeout, compare_results
+
+    gold = [(i, i % 7, i % 5) for i in range(50)]
+    pred = SlowToReadRows([(b, a, c) for a, b, c in gold], wait_s=0.5)  # the same rows, columns permuted
+    assert compare_results("spider", pred, gold, timeout_s=0.1)
+    # every cheap check passes and no column order fits (rows 0 and 1 reversed): all 8! orders are tried, real work
+    wide = [tuple((r + i) % 300 for i in range(8)) for r in range(300)]
+    with pytest.raises(ComparisonTimeout):
+        compare_results("spider", [row[::-1] if r < 2 else row for r, row in enumerate(wide)], wide, timeout_s=0.1)

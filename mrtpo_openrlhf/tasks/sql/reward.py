@@ -43,7 +43,8 @@ name ``db_id`` only, so they travel: the machine that trains sets ``MRTPO_SQL_DB
 Sandbox limits for the model's query default to 1 s and 10,000 rows; the environment variables
 ``MRTPO_SQL_TIMEOUT_S`` and ``MRTPO_SQL_MAX_ROWS`` change them for a training run. Gold queries get 30 s (the BIRD
 official timeout) and 100,000 rows, and their results are cached. The Spider comparison gets ``COMPARE_TIMEOUT_S``
-(0.5 s); one that does not finish loses the execution reward with that reason. A response longer than
+(0.5 s of its thread's CPU time, so a busy machine does not change a reward); one that does not finish loses the
+execution reward with that reason. A response longer than
 ``MRTPO_MAX_RESPONSE_CHARS`` scores 0 on all three rewards (see ``verifiers/response.py``).
 
 Command line::

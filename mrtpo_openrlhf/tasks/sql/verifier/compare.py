@@ -26,8 +26,14 @@ class ComparisonTimeout(RuntimeError):
     """The comparison did not finish before its deadline: the answer is unknown, not "different"."""
 
 
+def _clock() -> float:
+    """This thread's CPU time: the bound is on the comparison's work, so a loaded machine (rewards computed beside
+    the trainer and vLLM) does not turn a match into a loss by descheduling the thread."""
+    return time.thread_time()
+
+
 def _check_deadline(deadline: float | None) -> None:
-    if deadline is not None and time.monotonic() > deadline:
+    if deadline is not None and _clock() > deadline:
         raise ComparisonTimeout("result comparison exceeded its time limit")
 
 
@@ -93,7 +99,8 @@ def spider_result_eq(
     Args:
         pred_rows, gold_rows: lists of row tuples.
         order_matters: compare row order too (the official rule: the gold query has ORDER BY).
-        deadline: ``time.monotonic()`` value past which ComparisonTimeout is raised (checked between permutations).
+        deadline: ``_clock()`` value (this thread's CPU time) past which ComparisonTimeout is raised (checked between
+            permutations).
     """
     pred = [tuple(r) for r in pred_rows]
     gold = [tuple(r) for r in gold_rows]
@@ -139,12 +146,12 @@ def compare_results(
 ) -> bool:
     """Compare by comparison name (``bird`` or ``spider``); ``order_matters`` is used by ``spider`` only.
 
-    With ``timeout_s`` the Spider search over column permutations raises ComparisonTimeout past that time (the BIRD
-    set comparison is linear and needs no bound).
+    With ``timeout_s`` the Spider search over column permutations raises ComparisonTimeout past that much CPU time of
+    the calling thread (the BIRD set comparison is linear and needs no bound).
     """
     try:
         fn = COMPARISONS[name]
     except KeyError:
         raise ValueError(f"unknown comparison {name!r}; expected one of {sorted(COMPARISONS)}") from None
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    deadline = None if timeout_s is None else _clock() + timeout_s
     return fn(pred_rows, gold_rows, order_matters=order_matters, deadline=deadline)
