@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 
+import pip_resolver
 import pytest
 
 SERIAL = "serial"
 START_NICE_ENV = "PARALLEL_SUITE_START_NICE"  # the session's priority, for the workers to compare theirs with
 # waits on the network for minutes with an idle CPU: it would hold the serial worker for nothing
-NOT_SERIAL = {"test_pips_resolver_accepts_the_pinned_gpu_set"}
+NOT_SERIAL = {pip_resolver.TEST_NAME}
 
 
 def group_of(item: pytest.Item) -> str:
