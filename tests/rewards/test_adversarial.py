@@ -125,9 +125,9 @@ def test_unclosed_tool_call_tags_parse_in_linear_time():
     from mrtpo_openrlhf.tasks.tool.verifier import parse_tool_calls
 
     text = "<think>t</think>" + "<tool_call>" * 16_000  # 176 KB: 31 s with the old regular expression
-    start = time.perf_counter()
+    start = time.process_time()
     parsed = parse_tool_calls(text)
-    assert not parsed.ok and time.perf_counter() - start < 0.5
+    assert not parsed.ok and time.process_time() - start < 0.5
 
 
 def test_sql_layout_scans_are_linear():
@@ -142,11 +142,11 @@ def test_sql_layout_scans_are_linear():
         "x" + run + "<|im_end|>" + run + "y",
         "<|im_end|> " * 20_000 + "x",
     ]
-    start = time.perf_counter()
+    start = time.process_time()
     for text in texts:
         check_format(text)
         extract_sql(text)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 @pytest.mark.parametrize(
@@ -180,10 +180,10 @@ def test_formerly_quadratic_checkers_are_linear(flood):
         for rule in corpus.MULDIMIF_RULES
         if rule[0] == "Format" and rule[1] in ("Bullets", "Table", "Heading", "Json")
     ]
-    start = time.perf_counter()
+    start = time.process_time()
     for checker in checkers:
         checker.check(text)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 @pytest.mark.slow

@@ -59,9 +59,9 @@ def test_responses_past_the_bound_score_zero_with_the_reason(module, label):
         tool: '<think>t</think><tool_call>{"name": "f"}</tool_call>',
     }[module]
     assert module.reward_func([good_layout], [""], [label])["rewards"].item() > 0
-    start = time.perf_counter()
+    start = time.process_time()
     out = module.reward_func([good_layout + " " * MAX_RESPONSE_CHARS + "x"], [""], [label])
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
     assert out["rewards"].item() == 0.0
     assert all("longer than the" in r for r in out["extra_logs"]["mrtpo_reward_reasons"])
 

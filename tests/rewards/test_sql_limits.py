@@ -83,9 +83,9 @@ def test_python_precheck_counts_against_the_time_limit_and_is_bounded():
     in_list = "SELECT title FROM books WHERE book_id IN (" + ",".join(["1234567"] * 8_000) + ")"
     res = execute_sql(BOOKSTORE, in_list, timeout_s=0.001)
     assert res.timed_out and not res.ok
-    start = time.perf_counter()
+    start = time.process_time()  # refused in this process, before any query runs
     res = execute_sql(BOOKSTORE, "SELECT '" + "a" * 5_000_000 + "'")  # 5 MB literal
-    assert not res.ok and "longer than the limit" in res.error and time.perf_counter() - start < 0.5
+    assert not res.ok and "longer than the limit" in res.error and time.process_time() - start < 0.5
 
 
 def test_query_finishing_past_the_deadline_counts_as_timed_out(monkeypatch):
