@@ -112,7 +112,7 @@ def test_unicode_values_match():
 def test_runaway_queries_cost_about_the_limit_and_score_zero(sql):
     start = time.perf_counter()
     vec = score_sql(respond(sql), "", {"db_id": "bookstore", "gold": "SELECT count(*) FROM sales"}, timeout_s=1.0)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 1.0 + 2.0  # wall, like the limit, with slack for a loaded machine
     assert values(vec) == {"format": 1.0, "executable": 0.0, "execution": 0.0}
     assert vec.logs["sql_timed_out"] == 1.0 and "time limit" in vec.items[1].block
 

@@ -51,7 +51,7 @@ def test_runaway_queries_are_stopped_near_the_limit(sql):
     res = execute_sql(BOOKSTORE, sql, timeout_s=0.5)
     took = time.perf_counter() - start
     assert res.timed_out and not res.ok and "time limit" in res.error
-    assert took < 1.5, took
+    assert took < 0.5 + 2.0, took  # wall, like the limit: 2 s of slack for a loaded machine; unstopped, minutes
 
 
 def test_row_cap_truncates_and_flags():
@@ -94,9 +94,9 @@ def test_read_only_pragma_allowed_only_when_not_select_only():
 
 
 def test_huge_printf_is_refused_quickly_and_normal_printf_works():
-    start = time.perf_counter()
+    start = time.process_time()  # refused by SQLite's length limit in this process: CPU time, not wall
     res = execute_sql(BOOKSTORE, "SELECT printf('%.*c', 2000000000, 'x')")
-    assert not res.ok and time.perf_counter() - start < 0.5
+    assert not res.ok and time.process_time() - start < 0.5
     assert execute_sql(BOOKSTORE, "SELECT printf('%.2f|%5s', 3.14159, 'ab')").rows == [("3.14|   ab",)]
 
 
