@@ -255,7 +255,12 @@ def null_control_section(folder: Path, task: str | None, rule: str = "null_and_r
     """The reward-vs-null tables, the plan's rule per (model, reward), and what the intervals can support; then the
     rule's table for each other relevance measure localized (``study localize --relevance``)."""
     md = _null_control_section(folder, task, None, rule)
-    for measure in other_measures(folder):
+    others = other_measures(folder)
+    if others and md:  # several measures: name the default one too, so no table is read as another's
+        from ...core.settings import DEFAULT_RELEVANCE
+
+        md[0] += f" (relevance measure `{DEFAULT_RELEVANCE}`, the default)"
+    for measure in others:
         judged, _, _ = judge_all(folder, task, measure, rule)
         if judged:
             md += [f"### Relevance measure `{measure}`", ""] + rule_section(judged)

@@ -226,13 +226,17 @@ def copy_small_files(study: Study, root: Path, out: Path, study_file: Path) -> N
         if study_file.is_file() and study_file != out / "study.json":
             shutil.copy2(study_file, out / "study.json")
     if out != study.folder:
+        from ...core.relevance import RELEVANCE
         from ..localize import HEATMAP, SMALL_OUTPUTS
 
-        for src in (study.folder / "localization").glob("*"):
-            for name in (*SMALL_OUTPUTS, HEATMAP):
-                if (src / name).is_file():
-                    (out / "localization" / src.name).mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(src / name, out / "localization" / src.name / name)
+        for label in (study.folder / "localization").glob("*"):
+            # the default measure's outputs in the label's folder, each other measure's in <label>/<measure>/
+            for src in (label, *(label / m for m in RELEVANCE)):
+                dst = out / "localization" / src.relative_to(study.folder / "localization")
+                for name in (*SMALL_OUTPUTS, HEATMAP):
+                    if (src / name).is_file():
+                        dst.mkdir(parents=True, exist_ok=True)
+                        shutil.copy2(src / name, dst / name)
         for src in sorted((study.folder / "prompts").glob("seed*.json")):
             (out / "prompts").mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, out / "prompts" / src.name)
