@@ -147,3 +147,6 @@ def test_the_report_has_every_section_the_plan_names(rehearsal):
     for measure in ("loggap", "js-contrast"):  # each measure's localization travels with a report written elsewhere
         assert (out / "localization" / "base" / measure / "summary.json").is_file(), measure
     assert "incomplete" not in json.dumps(summary["declared"])
+    # claim 1 for every measure the plan localizes, each by the plan's rule
+    assert [c["claim"].split(".")[0] for c in summary["claims"][:3]] == ["1", "1-loggap", "1-js-contrast"]
+    assert all(c["verdict"].startswith("by the plan's rule") for c in summary["claims"][:3])

@@ -59,14 +59,14 @@ def _combine(states: list[str]) -> str:
     return "held"
 
 
-def localization_claim(study: Study) -> dict[str, str]:
-    """Claim 1 by the plan's rule on the null controls of ``study localize`` where they were run
+def localization_claims(study: Study) -> list[dict[str, str]]:
+    """Claim 1 by the plan's rule on the null controls of ``study localize`` where they were run, a row per measure
     (``localization.localization_claim``), else the training-time tokens-for-80% with the warning that without a
     null it does not show localization."""
     from .localization import localization_claim as by_rule
 
     judged = by_rule(study.folder, study.config.get("task"), study.config.get("localization_rule", "null_and_random"))
-    if judged is not None:
+    if judged:
         return judged
     tok = {
         n: _mean(
@@ -80,14 +80,16 @@ def localization_claim(study: Study) -> dict[str, str]:
         for n in study.names
     }
     measured = "; ".join(f"{n}: {_fmt(v, 3, pct=True)}" for n, v in tok.items() if not math.isnan(v))
-    return {
-        "claim": "1. Localization: a reward's distance sits on the span its checker reads, beyond a null block "
-        "removed the same way (paper: 80% of the distance on 26-29% of the tokens on SQL)",
-        "verdict": "no null control",
-        "evidence": f"MRTPO arm, replayed pairs during training, tokens for 80%: {measured or 'not measured'}. No null "
-        "control recorded, so this cannot be read as localization: a position-free random profile (i.i.d. "
-        "exponential per token) already needs about 44% of the tokens",
-    }
+    return [
+        {
+            "claim": "1. Localization: a reward's distance sits on the span its checker reads, beyond a null block "
+            "removed the same way (paper: 80% of the distance on 26-29% of the tokens on SQL)",
+            "verdict": "no null control",
+            "evidence": "MRTPO arm, replayed pairs during training, tokens for 80%: "
+            f"{measured or 'not measured'}. No null control recorded, so this cannot be read as localization: a "
+            "position-free random profile (i.i.d. exponential per token) already needs about 44% of the tokens",
+        }
+    ]
 
 
 def replayed_pairs_frac(study: Study) -> float:
@@ -132,7 +134,7 @@ def claims(
             return declared[(a, b)], True
         return compare(study, a, b, ep, excluded), False
 
-    out = [localization_claim(study)]
+    out = localization_claims(study)
     (mg, dm), (gg, dg) = get("mrtpo", "gdpo"), get("gdpo", "grpo")
     out.append(
         {

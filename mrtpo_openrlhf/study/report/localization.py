@@ -35,9 +35,13 @@ RULES = {
     "null": (
         "a reward localizes when its share of q on the span its checker reads exceeds the null's share on the same "
         "span (95% interval of reward - null above 0) *and* its tokens for 80% of q are below the null's (95% "
-        "interval of reward - null below 0); the random profile's comparison is reported, not judged"
+        "interval of reward - null below 0); the random profile's comparison is reported, not judged; a reward "
+        "whose span is located on fewer than 3 prompts of a model is untested there"
     ),
 }
+# per rule, the fewest prompts of a model on which a reward's span must be located for the rule to judge it (the
+# multi-constraint plan: a title is not always written, a satisfied no_comma has no comma to point at)
+MIN_PROMPTS = {"null_and_random": 1, "null": 3}
 PASSES, FAILS, UNTESTED = "passes", "fails", "untested"
 
 
@@ -106,9 +110,17 @@ class Judged:
     worst: tuple[dict | None, dict | None, dict | None] | None = None
     measured: tuple[str, ...] = ()  # the span kinds its summary measured
     rule: str = "null_and_random"  # RULES
+    located_prompts: int | None = None  # prompts with the span located in a response (per-response summaries)
+
+    @property
+    def too_few_prompts(self) -> bool:
+        """The span was measured but located on fewer prompts than the rule needs to judge it."""
+        return self.located_prompts is not None and 0 < self.located_prompts < MIN_PROMPTS[self.rule]
 
     @property
     def verdict(self) -> str:
+        if self.too_few_prompts:
+            return UNTESTED
         return rule_verdict(self.span_diff, self.tok_null, self.tok_random, self.rule)
 
     @property
@@ -137,7 +149,10 @@ def judge(label: str, nc: dict[str, Any], reward: str, span: str | None, per_clu
         shares = [(r["spans"][span], r["prompt"]) for r in rows if measured and span in r["spans"]]
         span_diff = over_prompts([(s["reward"] - s["null"], p) for s, p in shares]) if measured else None
         kinds = tuple(sorted({k for r in rows for k in r["spans"]}))
-        return Judged(label, reward, span, span_diff, tok("null"), tok("random"), True, measured=kinds)
+        located = len({p for _, p in shares}) if measured else None
+        return Judged(
+            label, reward, span, span_diff, tok("null"), tok("random"), True, measured=kinds, located_prompts=located
+        )
     tok = nc.get("tokens_for_80pct", {})
     raw = ((nc.get("spans") or {}).get(span) or {}).get("reward_minus_null") if span else None
     legacy = (raw, tok.get("reward_minus_null"), tok.get("reward_minus_random"))
@@ -358,7 +373,7 @@ def rule_section(judged: list[Judged]) -> list[str]:
             j.label,
             j.reward,
             f"`{j.span}`" if j.span else "none declared",
-            _ci(j.span_diff) if j.span_diff else "not measured",
+            _span_cell(j),
             _ci(j.tok_null),
             _ci(j.tok_random),
             j.verdict,
@@ -371,6 +386,12 @@ def rule_section(judged: list[Judged]) -> list[str]:
     return md + [""]
 
 
+def _span_cell(j: Judged) -> str:
+    if j.too_few_prompts:
+        return f"located on {j.located_prompts} prompt{'s' if j.located_prompts != 1 else ''} (< {MIN_PROMPTS[j.rule]})"
+    return _ci(j.span_diff) if j.span_diff else "not measured"
+
+
 def rule_notes(judged: list[Judged]) -> list[str]:
     """What the rule's table means, computed from it: why each reward fails, what is untested, what the committed
     intervals can and cannot support, and the relaxed reading (exploratory)."""
@@ -381,6 +402,24 @@ def rule_notes(judged: list[Judged]) -> list[str]:
     for reward, js in by.items():
         n = len(js)
         untested = [j for j in js if j.verdict == UNTESTED]
+        few = [j for j in untested if j.too_few_prompts]
+        if few or (untested and len(untested) < n):
+            tested = [j for j in js if j.verdict != UNTESTED]
+            why = []
+            if few:
+                why.append(
+                    f"its span located on fewer than {MIN_PROMPTS[few[0].rule]} prompts in {len(few)} (the plan's "
+                    "rule: untested there, not negative)"
+                )
+            if len(untested) > len(few):
+                why.append(f"its span not measured in {len(untested) - len(few)}")
+            notes.append(
+                f"{reward}: untested in {len(untested)} of {n} models ({'; '.join(why)}); of the {len(tested)} "
+                f"tested, span share above its null's in {sum(bool(_above(j.span_diff)) for j in tested)}, tokens "
+                f"for 80% below its null's in {sum(bool(_below(j.tok_null)) for j in tested)}, both (the rule) in "
+                f"{sum(j.verdict == PASSES for j in tested)}."
+            )
+            continue
         if untested:
             fewer = sum(bool(_below(j.tok_null)) for j in js)
             notes.append(
@@ -429,19 +468,29 @@ def rule_notes(judged: list[Judged]) -> list[str]:
     return notes
 
 
-def localization_claim(folder: Path, task: str | None, rule: str = "null_and_random") -> dict[str, str] | None:
-    """Claim 1's row: the rule's count per reward as the verdict; None without null controls."""
-    judged, summaries, _ = judge_all(folder, task, None, rule)
-    if not judged:
-        return None
-    intervals = "cluster-robust over prompts" if all(j.clustered for j in judged) else "95% t-intervals over responses"
-    models = len(summaries)
-    evidence = f"the plan's rule ({intervals}) on {models} models (base and final checkpoints): " + "; ".join(
-        note.rstrip(".") for note in rule_notes(judged)
-    ).replace("|", "/")
-    return {
-        "claim": "1. Localization: a reward's distance sits on the span its checker reads, beyond a null block "
-        "removed the same way (paper: 80% of the distance on 26-29% of the tokens on SQL)",
-        "verdict": "by the plan's rule: " + rule_summary(judged),
-        "evidence": evidence,
-    }
+def localization_claim(folder: Path, task: str | None, rule: str = "null_and_random") -> list[dict[str, str]]:
+    """Claim 1's rows, one per relevance measure localized (the default's first): the rule's count per reward as
+    the verdict; [] without null controls."""
+    rows = []
+    for measure in [None, *other_measures(folder)]:
+        judged, summaries, _ = judge_all(folder, task, measure, rule)
+        if not judged:
+            continue
+        clustered = all(j.clustered for j in judged)
+        intervals = "cluster-robust over prompts" if clustered else "95% t-intervals over responses"
+        evidence = (
+            f"the plan's rule ({intervals}) on {len(summaries)} models (base and final checkpoints): "
+            + "; ".join(note.rstrip(".") for note in rule_notes(judged)).replace("|", "/")
+        )
+        claim = (
+            "1. Localization: a reward's distance sits on the span its checker reads, beyond a null block removed the "
+            "same way (paper: 80% of the distance on 26-29% of the tokens on SQL)"
+        )
+        rows.append(
+            {
+                "claim": claim if measure is None else f"1-{measure}. The same under the relevance measure {measure}",
+                "verdict": "by the plan's rule: " + rule_summary(judged),
+                "evidence": evidence,
+            }
+        )
+    return rows
