@@ -68,3 +68,23 @@ def test_report_judges_the_instruction_level(tmp_path):
     text = (tmp_path / "out" / "report.md").read_text()
     assert "held-out prompt-level pass rate" in text and "unseen constraint types" in text
     assert "by constraints per held-out prompt" in text and "K 3-4" in text
+
+
+def test_rewards_scored_only_held_out_are_compared_with_their_own_response_count(tmp_path):
+    """The unseen types are never trained on, so only the held-out scores name them; their binomial noise floor
+    counts the responses of the prompts that carry them (2 of the 4 here), not every response."""
+    held = tmp_path / "heldout.jsonl"
+    held.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    src = _if_study(tmp_path / "study", held)
+    for arm, rate in (("gdpo", 0.5), ("mrtpo", 0.25)):
+        for seed in (1, 2, 3):
+            f = src / arm / f"seed{seed}" / "heldout.json"
+            h = json.loads(f.read_text())
+            h["rewards"] = {"A": 1.0, "U": rate}
+            f.write_text(json.dumps(h))
+    write_report(src, tmp_path / "out")
+    comparisons = json.loads((tmp_path / "out" / "summary.json").read_text())["comparisons"]
+    unseen = comparisons["mrtpo - gdpo | held-out U"]
+    assert unseen["mean"] == pytest.approx(-0.25)
+    assert unseen["noise"] == pytest.approx((0.25 * 0.75 / 2 + 0.5 * 0.5 / 2) ** 0.5)
+    assert "mrtpo - gdpo | held-out response length (tokens)" in comparisons

@@ -110,7 +110,7 @@ def _seed_noise(study: Study, a: str, b: str, seeds: Sequence[int], ep: Endpoint
             per.append(heldout_noise(_levels(study, ha, ep.name), _levels(study, hb, ep.name)))
         elif ep.name != LENGTH:  # a 0/1 reward: the binomial standard error over the scored responses
             va, vb = (h.get("rewards", {}).get(ep.name, math.nan) for h in (ha, hb))
-            na, nb = max(1, ha.get("responses", 1)), max(1, hb.get("responses", 1))
+            na, nb = scored_responses(ha, ep.name), scored_responses(hb, ep.name)
             per.append(math.sqrt(va * (1 - va) / na + vb * (1 - vb) / nb))
     per = [x for x in per if not math.isnan(x)]
     return math.sqrt(float(np.mean(np.square(per)))) if per else math.nan
@@ -140,11 +140,37 @@ def primary_endpoint(study: Study) -> Endpoint:
     return Endpoint("heldout" if study.has_heldout else "auc", study.config.get("primary_endpoint", TOTAL))
 
 
+def scored_responses(heldout: dict[str, Any], name: str) -> int:
+    """How many held-out responses scored reward ``name``: those whose prompt carries it (``names_by_prompt``), or
+    every response where prompts carry the same rewards."""
+    names = heldout.get("names_by_prompt")
+    if names:
+        n = sum(name in names[i] for i, _ in heldout.get("per_response") or [] if i < len(names))
+        if n:
+            return n
+    return max(1, heldout.get("responses", 1))
+
+
 def level_names(study: Study, kind: str) -> list[str]:
-    """The levels reported beside the per-reward endpoints when the plan judges on the instruction level."""
+    """The levels reported beside the per-reward endpoints when the plan judges on the instruction level (and, held
+    out, the response length, one of that plan's secondary endpoints)."""
     if study.config.get("primary_endpoint", TOTAL) != INSTRUCTION:
         return []
-    return list(LEVELS) if kind == "heldout" else [INSTRUCTION]
+    return [*LEVELS, LENGTH] if kind == "heldout" else [INSTRUCTION]
+
+
+def reward_names(study: Study, kind: str) -> list[str]:
+    """The per-reward endpoints: the training rewards, and held out also the rewards scored only there (the types
+    a multi-constraint study keeps unseen in training), sorted."""
+    if kind != "heldout":
+        return list(study.names)
+    scored = {
+        n
+        for by in study.files.values()
+        for f in by.values()
+        for n in ((f or {}).get("heldout") or {}).get("rewards") or {}
+    }
+    return list(study.names) + sorted(scored - set(study.names))
 
 
 def declared_results(
@@ -173,7 +199,7 @@ def secondary_results(
     kinds = (["heldout"] if study.has_heldout else []) + ["auc"]
     for kind in kinds:
         for a, b in pairs:
-            for n in study.names + [TOTAL] + level_names(study, kind):
+            for n in reward_names(study, kind) + [TOTAL] + level_names(study, kind):
                 ep = Endpoint(kind, n)
                 if ep == primary and (a, b) in declared:
                     continue
