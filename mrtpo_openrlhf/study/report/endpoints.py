@@ -207,3 +207,27 @@ def secondary_results(
                 if p:
                     secondary[f"{a} - {b} | {ep.label()}"] = p
     return secondary
+
+
+def k_bin_differences(study: Study, arm: str, baseline: str, excluded=None) -> dict[tuple[int, int], Paired]:
+    """``arm`` - ``baseline`` on the held-out instruction level within each bin of constraints per prompt
+    (``levels.K_BINS``), paired by seed over the seeds both have scored ({} when none)."""
+    from .levels import K_BINS, by_k
+
+    if arm not in study.runs or baseline not in study.runs:
+        return {}
+    seeds = [
+        s
+        for s in sorted(set(study.runs[arm]) & set(study.runs[baseline]))
+        if (arm, baseline, s) not in (excluded or {})
+        and study.file(arm, s, "heldout")
+        and study.file(baseline, s, "heldout")
+    ]
+    if not seeds:
+        return {}
+    out = {}
+    for k_bin in K_BINS:
+        a = np.array([by_k(study.file(arm, s, "heldout"))[k_bin] for s in seeds])
+        b = np.array([by_k(study.file(baseline, s, "heldout"))[k_bin] for s in seeds])
+        out[k_bin] = paired(a, b)
+    return out

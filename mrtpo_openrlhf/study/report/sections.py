@@ -8,8 +8,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 from mrtpo_openrlhf.metrics import first_key
 
 from ..config import ARMS, method_arm
@@ -636,8 +634,8 @@ def k_breakdown_section(study: Study, baseline: str, excluded) -> list[str]:
     """Exploratory, when the plan judges on the instruction level: each other arm - ``baseline`` on the held-out
     instruction level within each bin of constraints per prompt (``levels.K_BINS``), paired by seed (the paper's
     "the gain scales with the number of rewards"). No verdicts."""
-    from ..stats import paired
-    from .levels import INSTRUCTION, K_BINS, by_k
+    from .endpoints import k_bin_differences
+    from .levels import INSTRUCTION, K_BINS
 
     if study.config.get("primary_endpoint") != INSTRUCTION or baseline not in study.runs or not study.has_heldout:
         return []
@@ -650,20 +648,11 @@ def k_breakdown_section(study: Study, baseline: str, excluded) -> list[str]:
     for arm in study.runs:
         if arm == baseline:
             continue
-        seeds = [
-            s
-            for s in sorted(set(study.runs[arm]) & set(study.runs[baseline]))
-            if (arm, baseline, s) not in (excluded or {})
-            and study.file(arm, s, "heldout")
-            and study.file(baseline, s, "heldout")
-        ]
-        if not seeds:
+        diffs = k_bin_differences(study, arm, baseline, excluded)
+        if not diffs:
             continue
-        cells = []
-        for k_bin in K_BINS:
-            a = np.array([by_k(study.file(arm, s, "heldout"))[k_bin] for s in seeds])
-            b = np.array([by_k(study.file(baseline, s, "heldout"))[k_bin] for s in seeds])
-            p = paired(a, b)
-            cells.append(f"{_signed(p.mean)} {_interval(p.t_low, p.t_high)} ({p.n} seeds)" if p.n else "–")
+        cells = [
+            f"{_signed(p.mean)} {_interval(p.t_low, p.t_high)} ({p.n} seeds)" if p.n else "–" for p in diffs.values()
+        ]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return lines + [""]
