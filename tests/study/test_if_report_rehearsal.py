@@ -18,6 +18,7 @@ RESULTS = ROOT / "docs/results/if-multi-smollm2-cpu"
 CONFIG = ROOT / "examples/study/if_multi_smollm2_cpu.toml"
 PASS_RATE = {"gdpo": 0.40, "mrtpo": 0.60, "mrtpo-loggap": 0.40, "mrtpo-contrast": 0.41}  # made up
 FP32_SEEDS = (9, 10)  # a seed run in another dtype, as amendment 2 allows: the report must stratify, not mix
+FP32_BASE = "f32f32f32f32" + "0" * 52
 
 
 def _blind_heldout(h: dict, rng: random.Random, rate: float) -> dict:
@@ -104,8 +105,10 @@ def rehearsal(tmp_path_factory):
             source = RESULTS / "runs" / arm / f"seed{seed}"
             run = folder / "runs" / arm / f"seed{seed}"
             shutil.copytree(source if (source / "heldout.json").is_file() else template, run)
-            config = json.loads((run / "config.json").read_text())
-            (run / "config.json").write_text(json.dumps({**config, "arm": arm, "seed": seed}))
+            config = {**json.loads((run / "config.json").read_text()), "arm": arm, "seed": seed}
+            if seed in FP32_SEEDS:  # another dtype starts from other base weights (plan: "base weights by dtype")
+                config["base_model"] = {"path": "SmolLM2-135M-Instruct-fp32", "weights_sha256": FP32_BASE}
+            (run / "config.json").write_text(json.dumps(config))
             if seed in FP32_SEEDS:
                 meta = json.loads((run / "run.json").read_text())
                 (run / "run.json").write_text(json.dumps({**meta, "cpu_dtype": "fp32"}))
@@ -153,6 +156,11 @@ def test_the_report_has_every_section_the_plan_names(rehearsal):
         "bf16",
     ):
         assert heading in text, heading
+    # seeds in two dtypes: the per-arm tables have a row per base weights (plan, "Order and machines")
+    for arm in ("gdpo", "mrtpo"):
+        for base in (FP32_BASE, "1b35a3ca5f05"):
+            rows = [line for line in text.splitlines() if line.startswith(f"| {arm} (base `{base[:12]}`) |")]
+            assert len(rows) == 2, (arm, base)  # the training table's row and the held-out table's
     for measure in ("js", "loggap", "js-contrast"):
         assert f"relevance measure `{measure}`" in text.lower(), measure
     out = summary_file.parent
