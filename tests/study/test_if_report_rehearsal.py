@@ -183,3 +183,20 @@ def test_the_report_has_every_section_the_plan_names(rehearsal):
     assert claims["7"]["verdict"] == "see numbers (exploratory)" and "K 7-8" in claims["7"]["evidence"]
     k56 = sum(levels["mrtpo", s, "K 5-6"] - levels["gdpo", s, "K 5-6"] for s in cfg.seeds) / len(cfg.seeds)
     assert "mrtpo-GDPO: K 3-4 " in claims["7"]["evidence"] and f"K 5-6 {k56:+.3f} [" in claims["7"]["evidence"]
+
+
+@pytest.mark.slow
+def test_the_readme_block_is_generated_from_the_rehearsed_summary(rehearsal, tmp_path):
+    from mrtpo_openrlhf.study.report.readme import markers, sync_readme
+
+    _, _, summary_file, _ = rehearsal
+    begin, end = markers("if-multi-smollm2-cpu")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{begin}\n{end}\n")
+    assert sync_readme(readme, summary_file.parent)
+    block = readme.read_text()
+    assert "**Status: all planned runs done.**" in block
+    for arm in ("mrtpo", "mrtpo-loggap", "mrtpo-contrast"):
+        assert f"| {arm} - gdpo | 10 of 10 |" in block, arm
+    assert "| 7. The gain scales with the number of rewards per prompt" in block
+    assert not sync_readme(readme, summary_file.parent, check=True)  # in sync once written
